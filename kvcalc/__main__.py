@@ -1,0 +1,6 @@
+"""``python -m kvcalc``."""
+
+from kvcalc.cli.app import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""How many requests fit in GPU memory after the weights, and the paged block a request is made of.
+
+Placement (stated in every output): the weights are spread evenly over the ``gpus`` GPUs; attention is
+tensor-parallel over the same GPUs, so full-attention KV shards by KV head (each rank holds
+ceil(kv_heads / tp) heads) while a single latent head (MLA, V4) is replicated on every rank.
+With ``attention="dp"`` (data-parallel attention) each GPU holds whole requests of its own.
+
+per-GPU budget = HBM x utilisation - weights / gpus - reserve
+requests that fit = floor(per-GPU budget / per-GPU KV per request) (x gpus with dp attention)
+block bytes = block_tokens x paged bytes per token; page-in = latency + block bytes / bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvcalc import attention as att
+from kvcalc.kv import request_bytes
+from kvcalc.schema import HardwarePreset, LinkPreset, ModelPreset
+
+
+@dataclass(frozen=True)
+class CapacityInputs:
+    """Everything a capacity row depends on besides the presets."""
+
+    gpus: int = 8
+    context_tokens: int = 4096
+    hbm_utilization: float = 0.9
+    reserve_bytes_per_gpu: float = 0.0
+    attention: str = "tp"          # tp | dp
+    block_tokens: int = 16
+    bandwidth: str = "measured"    # measured | theoretical
+
+
+def paged_bytes_per_token(g: att.GroupLayout) -> float:
+    """Bytes a token adds to the group's paged KV pool [B/token].
+
+    Full/sliding/MLA groups page every token (a window only frees old blocks); a compressed group pages its
+    compressed entries (entry + indexer) / ratio; V4's window entries sit in a separate ring and are excluded.
+    """
+    if g.ratio is not None:
+        idx = g.indexer_bytes if g.indexed == "compressed" else 0
+        return g.layers * (g.entry_bytes + idx) / g.ratio
+    if g.kind == "swa":
+        return 0.0
+    idx = g.indexer_bytes if g.indexed == "dense" else 0
+    return g.layers * (g.entry_bytes + idx)
+
+
+def per_gpu_request_bytes(groups: list[att.GroupLayout], tokens: int, tp: int) -> float:
+    """KV of one request held by one tensor-parallel rank [B] (state included, replicated with its latent)."""
+    return sum(att.per_gpu_share(g, tp) * (att.stored_bytes(g, tokens) + att.state_bytes(g)) for g in groups)
+
+
+def transfer_time_s(nbytes: float, latency_s: float, bandwidth_bytes_per_s: float) -> float:
+    """Alpha-beta transfer time: latency + bytes / bandwidth [s]."""
+    return latency_s + nbytes / bandwidth_bytes_per_s
+
+
+def capacity_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset, link_name: str,
+                 link: LinkPreset, inp: CapacityInputs, opts: att.KvOptions = att.KvOptions()) -> dict:
+    """One model on one node: budget, requests that fit, block bytes and page-in time (raw SI units)."""
+    groups = att.resolve_groups(model, opts)
+    tokens = inp.context_tokens
+    kv_request = request_bytes(groups, tokens)
+    tp = 1 if inp.attention == "dp" else inp.gpus
+    kv_request_gpu = per_gpu_request_bytes(groups, tokens, tp)
+    weights = model.weight_bytes
+    usable_gpu = hw.hbm_bytes * inp.hbm_utilization
+    budget_gpu = usable_gpu - weights / inp.gpus - inp.reserve_bytes_per_gpu
+    fits = budget_gpu > 0
+    if not fits:
+        max_requests = 0
+    elif inp.attention == "dp":
+        max_requests = inp.gpus * math.floor(budget_gpu / kv_request)
+    else:
+        max_requests = math.floor(budget_gpu / kv_request_gpu)
+    block_bytes = inp.block_tokens * sum(paged_bytes_per_token(g) for g in groups)
+    bw = link.bandwidth_bytes_per_s(inp.bandwidth)
+    return {
+        "model": name, "hardware": hw_name, "gpus": inp.gpus, "context_tokens": tokens,
+        "attention": inp.attention, "hbm_bytes_per_gpu": hw.hbm_bytes, "hbm_utilization": inp.hbm_utilization,
+        "weight_bytes": weights, "weight_bytes_per_gpu": weights / inp.gpus,
+        "weights_fit": fits, "kv_budget_bytes": max(0.0, budget_gpu) * inp.gpus,
+        "kv_budget_bytes_per_gpu": max(0.0, budget_gpu),
+        "kv_bytes_per_token": kv_request / tokens, "kv_bytes_per_request": kv_request,
+        "kv_bytes_per_request_per_gpu": kv_request_gpu, "max_requests": max_requests,
+        "block_tokens": inp.block_tokens, "block_bytes": block_bytes,
+        "block_valid": inp.block_tokens % model.block_tokens_multiple == 0,
+        "link": link_name, "link_bandwidth_bytes_per_s": bw, "link_latency_s": link.latency_s,
+        "block_page_in_s": transfer_time_s(block_bytes, link.latency_s, bw),
+    }
+
+
+CAPACITY_COLUMNS = (
+    ("model", "model", "text"),
+    ("kv_bytes_per_token", "KV/token", "bytes"),
+    ("kv_bytes_per_request", "KV/request", "bytes"),
+    ("weight_bytes_per_gpu", "weights/GPU", "bytes"),
+    ("kv_budget_bytes", "KV budget", "bytes"),
+    ("max_requests", "requests", "fit"),
+    ("block_bytes", "block", "bytes"),
+    ("block_page_in_s", "page-in", "s"),
+)
+
+
+def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link: LinkPreset,
+                    inp: CapacityInputs, opts: att.KvOptions = att.KvOptions()):
+    """The ``kvcalc capacity`` result for several models on one node."""
+    from kvcalc import explain
+    from kvcalc.results import Column, Result, Table
+    from kvcalc.units import fmt_bytes, fmt_count
+
+    rows = [capacity_row(n, m, hw_name, hw, link_name, link, inp, opts) for n, m in models]
+    place = ("data-parallel attention: each GPU holds whole requests" if inp.attention == "dp" else
+             f"tensor-parallel attention over {inp.gpus} GPUs: GQA KV shards by KV head, "
+             "a single latent head (MLA, V4) is replicated on every GPU")
+    notes = [f"{inp.gpus} x {hw.display_name}, {fmt_bytes(hw.hbm_bytes)} HBM each (GB = 1e9 B), "
+             f"{inp.hbm_utilization:.0%} usable; weights spread evenly over the GPUs; {place}.",
+             f"{inp.block_tokens}-token blocks paged in over {link.display_name} ({inp.bandwidth} bandwidth): "
+             "latency + bytes / bandwidth."]
+    lines = []
+    for r, (n, m) in zip(rows, models):
+        if not r["weights_fit"]:
+            notes.append(f"{n}: the weights ({fmt_bytes(r['weight_bytes_per_gpu'])} per GPU) do not fit in "
+                         f"{fmt_bytes(hw.hbm_bytes * inp.hbm_utilization)} usable HBM: no room for KV")
+        if not r["block_valid"]:
+            notes.append(f"{n}: {inp.block_tokens}-token blocks are not valid for this model "
+                         f"(engines need a multiple of {m.block_tokens_multiple} tokens)")
+        lines.append(
+            f"{n}: per-GPU budget = {fmt_bytes(hw.hbm_bytes)} x {inp.hbm_utilization:g} - "
+            f"{fmt_bytes(r['weight_bytes'])} / {inp.gpus} = {fmt_bytes(r['kv_budget_bytes_per_gpu'])}; "
+            f"requests = floor({fmt_bytes(r['kv_budget_bytes_per_gpu'])} / "
+            f"{fmt_bytes(r['kv_bytes_per_request_per_gpu'])} per GPU per request)"
+            + (f" x {inp.gpus}" if inp.attention == "dp" else "") + f" = {fmt_count(r['max_requests'])}")
+        lines.append("  " + explain.transfer_line(f"page-in of {inp.block_tokens}-token block", r["block_bytes"],
+                                                  r["link_latency_s"], r["link_bandwidth_bytes_per_s"],
+                                                  r["block_page_in_s"]))
+    main = Table("capacity", f"Requests that fit at {inp.context_tokens:,} tokens each; "
+                 f"{inp.block_tokens}-token block and its page-in time",
+                 tuple(Column(*c) for c in CAPACITY_COLUMNS), tuple(rows))
+    inputs = {"models": [n for n, _ in models], "hardware": hw_name, "gpus": inp.gpus,
+              "context_tokens": inp.context_tokens, "hbm_utilization": inp.hbm_utilization,
+              "reserve_bytes_per_gpu": inp.reserve_bytes_per_gpu, "attention": inp.attention,
+              "block_tokens": inp.block_tokens, "link": link_name, "bandwidth": inp.bandwidth,
+              "kv_dtype": opts.kv_dtype, "mla_layout": opts.mla_layout, "indexer_dtype": opts.indexer_dtype,
+              "mtp": opts.mtp}
+    return Result("capacity", inputs, main, (), tuple(lines), tuple(notes))

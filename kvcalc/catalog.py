@@ -1,0 +1,127 @@
+"""Find, load and validate presets: by name from the shipped catalogue, or by path from a user's file.
+
+Presets live in ``kvcalc/presets/<kind>/<name>.toml`` in an installed wheel, or in the top-level ``presets/``
+of a source checkout. A bad file raises :class:`~kvcalc.errors.InputError` with one line naming the file,
+the field and the problem; an unknown name lists close matches.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from kvcalc.errors import InputError, PresetNotFound
+
+KINDS = ("models", "hardware", "links", "workloads", "scenarios")
+
+
+@functools.cache
+def presets_root() -> Path:
+    """The directory holding the shipped presets (installed wheel first, then a source checkout)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "presets", here.parent / "presets"):
+        if (candidate / "models").is_dir():
+            return candidate
+    raise InputError("cannot find the shipped presets directory (is the installation complete?)")
+
+
+def _schema_for(kind: str):
+    from kvcalc import schema
+
+    if kind in schema.PRESET_KINDS:
+        return schema.PRESET_KINDS[kind]
+    from kvcalc import workload
+
+    return workload.PRESET_KINDS[kind]
+
+
+def names(kind: str) -> list[str]:
+    """Sorted names of the shipped presets of one kind."""
+    return sorted(p.stem for p in (presets_root() / kind).glob("*.toml"))
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith(".toml") or "/" in ref or "\\" in ref
+
+
+def preset_path(kind: str, ref: str) -> Path:
+    """Resolve a preset name or a file path to an existing file, or raise with close matches."""
+    if _looks_like_path(ref):
+        path = Path(ref).expanduser()
+        if not path.is_file():
+            raise InputError(f"{ref}: no such file")
+        return path
+    path = presets_root() / kind / f"{ref}.toml"
+    if path.is_file():
+        return path
+    known = names(kind)
+    close = difflib.get_close_matches(ref, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(known)}"
+    raise PresetNotFound(f"unknown {kind[:-1] if kind.endswith('s') else kind} preset {ref!r}{hint}")
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; malformed TOML -> InputError naming the file and the parser's reason."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path}: malformed TOML: {e}") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def validation_message(path: Path | str, err) -> str:
+    """One line from a pydantic ValidationError: file, field (dotted) and reason of the first error."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in ("full", "mla", "compressed")))
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    where = f"field {loc!r}: " if loc else ""
+    return f"{path}: {where}{msg}{more}"
+
+
+def validate(kind: str, data: dict[str, Any], path: Path | str):
+    """Validate parsed TOML against the kind's schema -> a preset object, or InputError."""
+    from pydantic import ValidationError
+
+    cls = _schema_for(kind)
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        raise InputError(validation_message(path, e)) from None
+
+
+@functools.cache
+def _load(kind: str, path: Path):
+    return validate(kind, read_toml(path), path)
+
+
+def load(kind: str, ref: str):
+    """Load one preset of ``kind`` by name or path -> a validated pydantic object (cached)."""
+    return _load(kind, preset_path(kind, ref))
+
+
+def load_model(ref: str):
+    """A model preset by name or path."""
+    return load("models", ref)
+
+
+def load_hardware(ref: str):
+    """A hardware preset by name or path."""
+    return load("hardware", ref)
+
+
+def load_link(ref: str):
+    """A link preset by name or path."""
+    return load("links", ref)
+
+
+def name_of(ref: str) -> str:
+    """The display name of a reference: the stem of a path, or the name itself."""
+    return Path(ref).stem if _looks_like_path(ref) else ref

@@ -1,0 +1,61 @@
+"""``--check 'FIELD OP NUMBER'``: parsed (never eval'd) and evaluated against every main result row."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import operator
+import re
+from dataclasses import dataclass
+
+from kvcalc.errors import InputError
+
+OPS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
+       "<": operator.lt, ">": operator.gt}
+_CHECK_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|==|!=|<|>)\s*"
+                       r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*$")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One parsed check: field, operator, threshold."""
+
+    text: str
+    field: str
+    op: str
+    number: float
+
+
+def parse_check(text: str) -> Check:
+    """Parse 'FIELD OP NUMBER' (OP one of < <= > >= == !=) or raise InputError."""
+    m = _CHECK_RE.match(text)
+    if not m:
+        raise InputError(f"--check {text!r}: expected 'FIELD OP NUMBER' with OP one of < <= > >= == !=, "
+                         "e.g. 'max_requests >= 100'")
+    return Check(text.strip(), m.group(1), m.group(2), float(m.group(3)))
+
+
+def _label(row: dict) -> str:
+    keys = ("model", "strategy", "link", "payload", "context_tokens", "block_tokens", "capacity_tokens")
+    return ", ".join(f"{row[k]}" for k in keys if k in row and row[k] is not None) or "row"
+
+
+def evaluate(checks: list[Check], rows) -> list[dict]:
+    """Evaluate every check on every row -> records {check, row, value, passed}; unknown field -> InputError."""
+    out = []
+    for c in checks:
+        if rows and not any(c.field in r for r in rows):
+            fields = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float))})
+            close = difflib.get_close_matches(c.field, fields, n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else f"fields: {', '.join(fields)}"
+            raise InputError(f"--check {c.text!r}: no field {c.field!r} in the results; {hint}")
+        for r in rows:
+            v = r.get(c.field)
+            if v is None:
+                passed = False
+            elif isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise InputError(f"--check {c.text!r}: field {c.field!r} is not numeric")
+            else:
+                passed = (not math.isnan(v)) and OPS[c.op](v, c.number)
+            out.append({"check": c.text, "row": _label(r), "value": v, "passed": bool(passed)})
+    return out

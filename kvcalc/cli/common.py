@@ -1,0 +1,75 @@
+"""Options shared by every command and the one function that renders a Result and applies --check."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | json | csv | markdown",
+                                        rich_help_panel="Output")]
+CheckOpt = Annotated[Optional[list[str]], typer.Option(
+    "--check", help="'FIELD OP NUMBER' tested on every result row (repeatable); exit 1 if one fails, "
+    "e.g. --check 'max_requests >= 100'", rich_help_panel="Output")]
+ExplainOpt = Annotated[bool, typer.Option("--explain", help="show each formula with the numbers substituted",
+                                          rich_help_panel="Output")]
+KvDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--kv-dtype", help="full-attention KV dtype: bf16 | fp16 | fp8 | int8 | int4 (default: the model's)",
+    rich_help_panel="KV layout")]
+MlaLayoutOpt = Annotated[Optional[str], typer.Option(
+    "--mla-layout", help="MLA entry: bf16 (1,152 B/layer) | fp8 (576) | fp8-flashmla (656); default: the model's",
+    rich_help_panel="KV layout")]
+IndexerDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--indexer-dtype", help="sparse indexer key: fp8 (132 B) | fp4 (68 B); default: the model's",
+    rich_help_panel="KV layout")]
+MtpOpt = Annotated[bool, typer.Option("--mtp", help="count the multi-token-prediction layer (speculative decoding)",
+                                      rich_help_panel="KV layout")]
+
+
+def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp):
+    """Validate the layout choices -> attention.KvOptions."""
+    from typing import get_args
+
+    from kvcalc.attention import KvOptions
+    from kvcalc.errors import InputError
+    from kvcalc.schema import IndexerDtype, KvDtype, MlaLayout
+
+    for flag, value, allowed in (("--kv-dtype", kv_dtype, KvDtype), ("--mla-layout", mla_layout, MlaLayout),
+                                 ("--indexer-dtype", indexer_dtype, IndexerDtype)):
+        if value is not None and value not in get_args(allowed):
+            raise InputError(f"{flag}: {value!r} is not one of {', '.join(get_args(allowed))}")
+    return KvOptions(kv_dtype=kv_dtype, mla_layout=mla_layout, indexer_dtype=indexer_dtype, mtp=mtp)
+
+
+def check_format(fmt: str) -> str:
+    """Validate --format early (before any work)."""
+    from kvcalc.errors import InputError
+    from kvcalc.render import FORMATS
+
+    if fmt not in FORMATS:
+        raise InputError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
+    """Render ``result`` to stdout in ``fmt``; evaluate --check; exit 1 listing failures."""
+    from kvcalc import checks as chk
+    from kvcalc import render
+
+    check_format(fmt)
+    parsed = [chk.parse_check(c) for c in (checks or [])]
+    outcomes = chk.evaluate(parsed, result.rows)
+    if fmt == "json":
+        sys.stdout.write(render.to_json(result, outcomes, explain) + "\n")
+    elif fmt == "csv":
+        sys.stdout.write(render.to_csv(result))
+    elif fmt == "markdown":
+        sys.stdout.write(render.to_markdown(result, explain))
+    else:
+        render.print_tables(result, render.make_console(), explain)
+    failed = [o for o in outcomes if not o["passed"]]
+    for o in failed:
+        sys.stderr.write(f"check failed: {o['check']} (row {o['row']}: value {o['value']})\n")
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,43 @@
+"""``kvcalc kv``: KV bytes per request and per token for models and context lengths."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt,
+                               MtpOpt)
+
+DEFAULT_MODELS = ["mha-96l-64h", "llama-3-70b", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash",
+                  "deepseek-v4-pro"]
+
+
+def kv(
+    models: Annotated[Optional[list[str]], typer.Argument(
+        help="model preset names or TOML paths (default: MHA example, Llama-3-70B, DeepSeek V3, V3.2, V4 Flash, V4 Pro)",
+        show_default=False)] = None,
+    context: Annotated[str, typer.Option("--context", "-c", help="context lengths, comma-separated (4k = 4,096; 1m = 1,048,576)")] = "4k,32k,128k,1m",
+    kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
+    mtp: MtpOpt = False, fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
+):
+    """KV cache per request and per token, per layer group; bytes stored vs bytes read per decode step.
+
+    Examples:
+
+      kvcalc kv deepseek-v4-flash --context 4k,1m --explain
+
+      kvcalc kv llama-3-70b --kv-dtype fp8 --format json
+
+      kvcalc kv ./my-model.toml --check 'kv_bytes_per_token <= 100000'
+    """
+    from kvcalc import catalog
+    from kvcalc.cli.common import check_format, emit, kv_options
+    from kvcalc.kv import kv_result
+    from kvcalc.units import parse_token_list
+
+    check_format(fmt)
+    opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
+    contexts = parse_token_list(context, "--context")
+    loaded = [(catalog.name_of(m), catalog.load_model(m)) for m in (models or DEFAULT_MODELS)]
+    emit(kv_result(loaded, contexts, opts), fmt, check, explain)

@@ -1,0 +1,62 @@
+"""Derivations for ``--explain``: each formula with the numbers substituted (text, never printed here)."""
+
+from __future__ import annotations
+
+from kvcalc import attention as att
+from kvcalc.units import fmt_bytes, fmt_bytes_exact, fmt_seconds, fmt_count
+
+
+def _n(x: float) -> str:
+    return fmt_count(x)
+
+
+def group_stored(g: att.GroupLayout, tokens: int) -> str:
+    """'csa: 21 layers x [min(L,128)=128 x 584 B + floor(L/4)=1,024 x (584 + 68) B] = ... B'."""
+    parts = []
+    if g.window_tokens is None:
+        dense = f"L={_n(tokens)}"
+    elif g.window_tokens == 0:
+        dense = None
+    else:
+        dense = f"min(L, {_n(g.window_tokens)})={_n(att.dense_entries(g, tokens))}"
+    idx_dense = g.indexed == "dense"
+    if dense is not None:
+        entry = f"({_n(g.entry_bytes)} + {_n(g.indexer_bytes)} idx) B" if idx_dense else f"{_n(g.entry_bytes)} B"
+        parts.append(f"{dense} x {entry}")
+    if g.ratio is not None:
+        ce = f"floor(L/{g.ratio})={_n(att.compressed_entries(g, tokens))}"
+        entry = (f"({_n(g.entry_bytes)} + {_n(g.indexer_bytes)} idx) B" if g.indexed == "compressed"
+                 else f"{_n(g.entry_bytes)} B")
+        parts.append(f"{ce} x {entry}")
+    body = " + ".join(parts)
+    line = f"{g.name} ({g.kind}): {g.layers} layers x [{body}] = {fmt_bytes_exact(att.stored_bytes(g, tokens))}"
+    if g.state_bytes_per_layer:
+        line += (f"; state {g.layers} x {_n(g.state_bytes_per_layer)} B = "
+                 f"{fmt_bytes_exact(att.state_bytes(g))}")
+    return line
+
+
+def group_read(g: att.GroupLayout, tokens: int) -> str:
+    """The decode-step read of one group, with top-k where the group is sparse."""
+    if g.top_k is None:
+        how = "every stored entry"
+    elif g.indexed == "dense":
+        how = f"min(L, top_k={_n(g.top_k)}) entries + every indexer key"
+    else:
+        how = f"window + min(floor(L/{g.ratio}), top_k={_n(g.top_k)}) entries + every indexer key"
+    return f"{g.name} read/step: {how} = {fmt_bytes_exact(att.read_bytes_per_step(g, tokens))}"
+
+
+def kv_lines(name: str, groups: list[att.GroupLayout], tokens: int, total: float) -> list[str]:
+    """The derivation of a model's KV bytes per request at ``tokens`` tokens."""
+    lines = [f"{name} at L = {_n(tokens)} tokens:"]
+    lines += ["  " + group_stored(g, tokens) for g in groups]
+    lines += ["  " + group_read(g, tokens) for g in groups]
+    lines.append(f"  total per request = {fmt_bytes_exact(total)} ({fmt_bytes(total)}); "
+                 f"/ L = {fmt_count(total / tokens)} B/token")
+    return lines
+
+
+def transfer_line(what: str, nbytes: float, latency_s: float, bw: float, total_s: float) -> str:
+    """time = latency + bytes / bandwidth with the numbers substituted."""
+    return (f"{what}: {fmt_seconds(latency_s)} + {fmt_bytes(nbytes)} / {fmt_bytes(bw)}/s = {fmt_seconds(total_s)}")

@@ -1,0 +1,154 @@
+"""KV cache per request and per token for one model, summed over its layer groups.
+
+bytes(L) = sum over groups of layers x (dense_entries(L) + compressed_entries(L)) x entry_bytes
+          + indexer keys + fixed per-request state. See attention.py for each group's layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcalc import attention as att
+from kvcalc.schema import ModelPreset
+
+
+@dataclass(frozen=True)
+class GroupKv:
+    """One layer group's share of a request's KV cache at one context length [B]."""
+
+    name: str
+    kind: str
+    layers: int
+    layout: str
+    dense_entries: int
+    compressed_entries: int
+    stored_bytes: float
+    state_bytes: float
+    read_bytes_per_step: float
+    long_context_bytes_per_token: float
+
+
+@dataclass(frozen=True)
+class KvProfile:
+    """A model's KV cache for one request of ``context_tokens`` tokens."""
+
+    model: str
+    context_tokens: int
+    groups: tuple[GroupKv, ...]
+    kv_bytes_per_request: float            # stored entries + fixed state [B]
+    kv_bytes_per_request_excl_state: float  # stored entries only [B]
+    kv_fixed_bytes_per_request: float      # state that does not grow with L [B]
+    kv_bytes_per_token: float              # amortised: per request / L [B/token]
+    kv_long_context_bytes_per_token: float  # growth per extra token once windows are full [B/token]
+    kv_read_bytes_per_step: float          # read by one decode step at this context [B]
+
+
+def request_bytes(groups: list[att.GroupLayout], tokens, include_state: bool = True):
+    """KV bytes of one request of ``tokens`` tokens (int or numpy array) [B]."""
+    total = sum(att.stored_bytes(g, tokens) for g in groups)
+    if include_state:
+        total = total + sum(att.state_bytes(g) for g in groups)
+    return total
+
+
+def read_bytes(groups: list[att.GroupLayout], tokens):
+    """KV bytes one decode step reads at context ``tokens`` [B]."""
+    return sum(att.read_bytes_per_step(g, tokens) for g in groups)
+
+
+def long_context_bytes_per_token(groups: list[att.GroupLayout]) -> float:
+    """Stored bytes added per extra token at long context [B/token]."""
+    return sum(att.long_context_bytes_per_token(g) for g in groups)
+
+
+def group_kv(g: att.GroupLayout, tokens: int) -> GroupKv:
+    """One group's breakdown at ``tokens`` tokens."""
+    return GroupKv(
+        name=g.name, kind=g.kind, layers=g.layers, layout=g.layout,
+        dense_entries=int(att.dense_entries(g, tokens)), compressed_entries=int(att.compressed_entries(g, tokens)),
+        stored_bytes=att.stored_bytes(g, tokens), state_bytes=att.state_bytes(g),
+        read_bytes_per_step=att.read_bytes_per_step(g, tokens),
+        long_context_bytes_per_token=att.long_context_bytes_per_token(g))
+
+
+def kv_profile(name: str, model: ModelPreset, tokens: int, opts: att.KvOptions = att.KvOptions()) -> KvProfile:
+    """The KV profile of ``model`` for one request of ``tokens`` tokens [B]."""
+    groups = att.resolve_groups(model, opts)
+    parts = tuple(group_kv(g, tokens) for g in groups)
+    entries = sum(p.stored_bytes for p in parts)
+    state = sum(p.state_bytes for p in parts)
+    return KvProfile(
+        model=name, context_tokens=tokens, groups=parts,
+        kv_bytes_per_request=entries + state, kv_bytes_per_request_excl_state=entries,
+        kv_fixed_bytes_per_request=state, kv_bytes_per_token=(entries + state) / tokens,
+        kv_long_context_bytes_per_token=sum(p.long_context_bytes_per_token for p in parts),
+        kv_read_bytes_per_step=sum(p.read_bytes_per_step for p in parts))
+
+
+KV_COLUMNS = (
+    ("model", "model", "text"),
+    ("context_tokens", "tokens", "int"),
+    ("kv_bytes_per_request", "KV/request", "bytes"),
+    ("kv_bytes_per_token", "per token", "bytes"),
+    ("kv_long_context_bytes_per_token", "per extra token", "bytes"),
+    ("kv_fixed_bytes_per_request", "fixed state", "bytes"),
+    ("kv_read_bytes_per_step", "read/step", "bytes"),
+)
+GROUP_COLUMNS = (
+    ("model", "model", "text"),
+    ("context_tokens", "tokens", "int"),
+    ("group", "group", "text"),
+    ("layers", "layers", "int"),
+    ("dense_entries", "dense", "int"),
+    ("compressed_entries", "compr.", "int"),
+    ("stored_bytes", "stored", "bytes"),
+    ("state_bytes", "state", "bytes"),
+    ("read_bytes_per_step", "read/step", "bytes"),
+)
+
+
+def profile_row(p: KvProfile) -> dict:
+    """The flat JSON/CSV record of one profile (raw bytes)."""
+    return {
+        "model": p.model, "context_tokens": p.context_tokens,
+        "kv_bytes_per_request": p.kv_bytes_per_request,
+        "kv_bytes_per_request_excl_state": p.kv_bytes_per_request_excl_state,
+        "kv_fixed_bytes_per_request": p.kv_fixed_bytes_per_request,
+        "kv_bytes_per_token": p.kv_bytes_per_token,
+        "kv_long_context_bytes_per_token": p.kv_long_context_bytes_per_token,
+        "kv_read_bytes_per_step": p.kv_read_bytes_per_step,
+    }
+
+
+def group_rows(p: KvProfile) -> list[dict]:
+    """One record per layer group of a profile."""
+    return [{"model": p.model, "context_tokens": p.context_tokens, "group": g.name, "kind": g.kind,
+             "layers": g.layers, "layout": g.layout, "dense_entries": g.dense_entries,
+             "compressed_entries": g.compressed_entries, "stored_bytes": g.stored_bytes,
+             "state_bytes": g.state_bytes, "read_bytes_per_step": g.read_bytes_per_step} for g in p.groups]
+
+
+def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
+              opts: att.KvOptions = att.KvOptions()):
+    """The ``kvcalc kv`` result: one row per model and context, a per-group breakdown, derivations."""
+    from kvcalc import explain
+    from kvcalc.results import Column, Result, Table
+
+    rows, grows, lines, notes = [], [], [], []
+    for name, model in models:
+        groups = att.resolve_groups(model, opts)
+        for tokens in contexts:
+            p = kv_profile(name, model, tokens, opts)
+            rows.append(profile_row(p))
+            grows.extend(group_rows(p))
+            lines.extend(explain.kv_lines(name, groups, tokens, p.kv_bytes_per_request))
+            if model.max_context_tokens and tokens > model.max_context_tokens:
+                notes.append(f"{name}: {tokens:,} tokens is beyond its {model.max_context_tokens:,}-token context")
+        if model.as_stated_kv_bytes_per_token is not None:
+            notes.append(f"{name}: as-stated flat figure, not derived from the architecture")
+    main = Table("kv", "KV cache per request (per token = amortised; per extra token = growth at long context)", tuple(Column(*c) for c in KV_COLUMNS), tuple(rows))
+    breakdown = Table("groups", "Per layer group (dense/compr. = entries per layer)", tuple(Column(*c) for c in GROUP_COLUMNS), tuple(grows))
+    inputs = {"models": [n for n, _ in models], "context_tokens": list(contexts),
+              "kv_dtype": opts.kv_dtype, "mla_layout": opts.mla_layout,
+              "indexer_dtype": opts.indexer_dtype, "mtp": opts.mtp}
+    return Result("kv", inputs, main, (breakdown,), tuple(lines), tuple(notes))

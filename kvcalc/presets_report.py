@@ -1,0 +1,68 @@
+"""The preset catalogue as a Result, lookup of a preset of any kind, validation of a user's file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvcalc import catalog
+from kvcalc.errors import InputError, PresetNotFound
+
+# keys that identify a kind when --kind is not given
+_SIGNATURES = {"layer_groups": "models", "as_stated_kv_bytes_per_token": "models", "hbm_gb": "hardware",
+               "latency_us": "links", "classes": "workloads", "workload": "scenarios"}
+
+
+def guess_kind(data: dict, path) -> str:
+    """The preset kind a parsed TOML file looks like, from its keys."""
+    for key, kind in _SIGNATURES.items():
+        if key in data:
+            return kind
+    raise InputError(f"{path}: cannot tell which kind of preset this is; pass --kind")
+
+
+def validate_file(ref: str, kind: str | None) -> str:
+    """Validate a file (or a shipped name) -> its kind; InputError on the first problem."""
+    path = Path(ref)
+    if not path.is_file():
+        raise InputError(f"{ref}: no such file")
+    data = catalog.read_toml(path)
+    kind = kind or guess_kind(data, path)
+    catalog.validate(kind, data, path)
+    return kind
+
+
+def find(name: str, kind: str | None):
+    """Find a preset by name (any kind unless given) or path -> (kind, path, preset)."""
+    if kind is None and name.endswith(".toml"):
+        kind = guess_kind(catalog.read_toml(Path(name)), name)
+    kinds = [kind] if kind else [k for k in catalog.KINDS if (catalog.presets_root() / k).is_dir()]
+    last = None
+    for k in kinds:
+        try:
+            path = catalog.preset_path(k, name)
+        except PresetNotFound as e:
+            last = e
+            continue
+        return k, path, catalog.load(k, name)
+    if len(kinds) == 1 and last:
+        raise last
+    everything = [n for k in kinds for n in catalog.names(k)]
+    import difflib
+
+    close = difflib.get_close_matches(name, everything, n=3, cutoff=0.5)
+    raise PresetNotFound(f"unknown preset {name!r}" + (f"; did you mean {', '.join(close)}?" if close else ""))
+
+
+def list_result(kinds: list[str] | None = None):
+    """Every shipped preset: kind, name, display name, source."""
+    from kvcalc.results import Column, Result, Table
+
+    rows = []
+    for k in kinds or [k for k in catalog.KINDS if (catalog.presets_root() / k).is_dir()]:
+        for n in catalog.names(k):
+            p = catalog.load(k, n)
+            rows.append({"kind": k, "name": n, "display_name": getattr(p, "display_name", n),
+                         "source": p.source})
+    cols = (Column("kind", "kind", "text"), Column("name", "name", "text"),
+            Column("display_name", "description", "text"))
+    return Result("presets list", {"kinds": kinds}, Table("presets", "Presets", cols, tuple(rows)))

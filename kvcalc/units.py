@@ -1,0 +1,221 @@
+"""Units: constants, parsing of readable quantities, and the only place conversions live.
+
+Inside kvcalc everything is in base SI units: bytes, seconds, FLOP, FLOP/s, bytes/s, USD.
+GB = 1e9 bytes and GiB = 2**30 bytes are different units and are never mixed silently.
+
+Token counts: ``4k`` = 4,096 and ``1m`` = 1,048,576 tokens (context windows are named in powers of two:
+a "128K" model takes 131,072 positions, DeepSeek V4's "1M" takes 1,048,576). Plain integers are taken as
+they are, so ``4000`` is 4,000 tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from kvcalc.errors import InputError
+
+# Decimal (SI) and binary (IEC) byte multiples.
+KB = 1e3
+MB = 1e6
+GB = 1e9
+TB = 1e12
+KiB = 2**10
+MiB = 2**20
+GiB = 2**30
+TiB = 2**40
+
+TERA = 1e12
+PETA = 1e15
+GIGA = 1e9
+MICRO = 1e-6
+MILLI = 1e-3
+MEGA = 1e6
+SECONDS_PER_HOUR = 3600.0
+
+TOKEN_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+BYTE_SUFFIXES = {
+    "b": 1,
+    "kb": KB, "mb": MB, "gb": GB, "tb": TB,
+    "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB,
+}
+
+_NUM = r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)"
+_TOKENS_RE = re.compile(rf"^\s*{_NUM}\s*([kmg]?)\s*$", re.IGNORECASE)
+_BYTES_RE = re.compile(rf"^\s*{_NUM}\s*([kmgt]i?b|b)\s*$", re.IGNORECASE)
+_PERCENT_RE = re.compile(rf"^\s*{_NUM}\s*(%?)\s*$")
+
+
+def gb_to_bytes(gb: float) -> float:
+    """Decimal gigabytes -> bytes [B]."""
+    return gb * GB
+
+
+def gb_per_s_to_bytes_per_s(gb_per_s: float) -> float:
+    """Decimal GB/s -> bytes per second [B/s]."""
+    return gb_per_s * GB
+
+
+def tb_per_s_to_bytes_per_s(tb_per_s: float) -> float:
+    """Decimal TB/s -> bytes per second [B/s]."""
+    return tb_per_s * TB
+
+
+def tflops_to_flops(tflops: float) -> float:
+    """TFLOP/s -> FLOP/s."""
+    return tflops * TERA
+
+
+def us_to_s(us: float) -> float:
+    """Microseconds -> seconds [s]."""
+    return us * MICRO
+
+
+def billions_to_count(billions: float) -> float:
+    """Billions (of parameters) -> a plain count."""
+    return billions * GIGA
+
+
+def usd_per_hour_to_usd_per_s(usd_per_hour: float) -> float:
+    """USD per hour -> USD per second [USD/s]."""
+    return usd_per_hour / SECONDS_PER_HOUR
+
+
+def _finite_positive(value: float, what: str, allow_zero: bool = False) -> float:
+    if math.isnan(value) or math.isinf(value):
+        raise InputError(f"{what}: {value} is not a finite number")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InputError(f"{what}: must be {'>= 0' if allow_zero else '> 0'}, got {value:g}")
+    return value
+
+
+def parse_tokens(text: str | int, what: str = "tokens", allow_zero: bool = False) -> int:
+    """Parse a token count such as ``4096``, ``4k`` (4,096) or ``1m`` (1,048,576) -> tokens [int]."""
+    if isinstance(text, int):
+        value = float(text)
+    else:
+        m = _TOKENS_RE.match(str(text))
+        if not m:
+            raise InputError(f"{what}: cannot read {text!r} as a token count (examples: 4096, 4k, 128k, 1m)")
+        value = float(m.group(1)) * TOKEN_SUFFIXES[m.group(2).lower()]
+    _finite_positive(value, what, allow_zero)
+    if value != int(value):
+        raise InputError(f"{what}: {text!r} is not a whole number of tokens")
+    if value > 2**40:
+        raise InputError(f"{what}: {text!r} tokens is absurdly large (limit 2^40)")
+    return int(value)
+
+
+def parse_token_list(text: str, what: str = "tokens") -> list[int]:
+    """Parse a comma-separated list of token counts, e.g. ``4k,32k,1m`` -> [4096, 32768, 1048576]."""
+    parts = [p for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise InputError(f"{what}: empty list")
+    return [parse_tokens(p, what) for p in parts]
+
+
+def parse_bytes(text: str, what: str = "bytes") -> float:
+    """Parse a byte quantity with an explicit unit, e.g. ``80GB`` (80e9) or ``80GiB`` (80 x 2^30) -> [B]."""
+    m = _BYTES_RE.match(str(text))
+    if not m:
+        raise InputError(f"{what}: cannot read {text!r} as bytes; give a unit: B, KB, MB, GB, TB (1e3 steps) "
+                         "or KiB, MiB, GiB, TiB (2^10 steps)")
+    value = float(m.group(1)) * BYTE_SUFFIXES[m.group(2).lower()]
+    return _finite_positive(value, what)
+
+
+def parse_fraction(text: str | float, what: str = "fraction") -> float:
+    """Parse ``0.9``, ``90%`` -> a fraction in (0, 1]."""
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        m = _PERCENT_RE.match(str(text))
+        if not m:
+            raise InputError(f"{what}: cannot read {text!r} as a fraction (examples: 0.9, 90%)")
+        value = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+    check_fraction(value, what)
+    return value
+
+
+def check_fraction(value: float, what: str) -> float:
+    """Raise InputError unless 0 < value <= 1."""
+    if math.isnan(value) or not (0.0 < value <= 1.0):
+        raise InputError(f"{what}: must be in (0, 1], got {value:g}")
+    return value
+
+
+def check_positive(value: float, what: str, allow_zero: bool = False) -> float:
+    """Raise InputError unless value is finite and > 0 (or >= 0 with allow_zero)."""
+    return _finite_positive(float(value), what, allow_zero)
+
+
+# ---------------------------------------------------------------- formatting (for render.py)
+
+def _scaled(value: float, steps: list[tuple[float, str]], unit_base: str, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if math.isinf(value):
+        return "inf"
+    a = abs(value)
+    for factor, prefix in steps:
+        if a >= factor:
+            return f"{value / factor:.{digits}g} {prefix}{unit_base}"
+    return f"{value:.{digits}g} {unit_base}"
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes -> decimal text: exact integer below 10 kB, then kB/MB/GB/TB (1e3 steps)."""
+    if n is None:
+        return "-"
+    if abs(n) < 10_000 and float(n) == int(n):
+        return f"{int(n):,} B"
+    return _scaled(n, [(TB, "T"), (GB, "G"), (MB, "M"), (KB, "k")], "B", 4).replace(".0 ", " ")
+
+
+def fmt_bytes_exact(n: float) -> str:
+    """Bytes -> exact integer with thousands separators."""
+    return f"{int(round(n)):,} B"
+
+
+def fmt_seconds(s: float) -> str:
+    """Seconds -> s / ms / us / ns text."""
+    if s is None:
+        return "-"
+    if s == 0:
+        return "0 s"
+    return _scaled(s, [(1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n")], "s", 4).replace(" s", " s")
+
+
+def fmt_flops(f: float) -> str:
+    """FLOP -> PFLOP/TFLOP/GFLOP text."""
+    return _scaled(f, [(1e18, "E"), (PETA, "P"), (TERA, "T"), (GIGA, "G"), (MEGA, "M")], "FLOP", 4)
+
+
+def fmt_rate(v: float, unit: str) -> str:
+    """A rate such as FLOP/s or B/s with decimal prefixes."""
+    return _scaled(v, [(PETA, "P"), (TERA, "T"), (GIGA, "G"), (MEGA, "M"), (KB, "k")], unit, 4)
+
+
+def fmt_count(n: float) -> str:
+    """A count: integer with separators, else 4 significant digits."""
+    if n is None:
+        return "-"
+    if isinstance(n, float) and (math.isnan(n) or math.isinf(n)):
+        return str(n)
+    if float(n) == int(n):
+        return f"{int(n):,}"
+    return f"{n:,.4g}"
+
+
+def fmt_percent(x: float) -> str:
+    """A fraction -> percent text."""
+    if x is None:
+        return "-"
+    return f"{100 * x:.3g}%"
+
+
+def fmt_usd(x: float) -> str:
+    """USD -> $ text."""
+    if x is None:
+        return "-"
+    return f"${x:,.4g}" if abs(x) < 1000 else f"${x:,.0f}"
