@@ -61,23 +61,20 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-def envelope(result: Result, checks: list[dict]) -> dict:
-    """The JSON envelope as a dict."""
+def envelope(result: Result, checks: list[dict], explain: bool = False) -> dict:
+    """The JSON envelope as a dict (derivations under "explain" only when asked)."""
     from kvcalc import __version__
 
     return _jsonable({
         "kvcalc": __version__, "schema": JSON_SCHEMA, "command": result.command, "inputs": result.inputs,
         "results": list(result.main.rows), "tables": {t.name: list(t.rows) for t in result.extra},
         "checks": checks, "notes": list(result.notes),
-    } | ({"explain": list(result.explain)} if result.explain else {}))
+    } | ({"explain": list(result.explain)} if explain else {}))
 
 
 def to_json(result: Result, checks: list[dict], explain: bool = False) -> str:
     """JSON text of the envelope (derivations included only with explain)."""
-    env = envelope(result, checks)
-    if not explain:
-        env.pop("explain", None)
-    return json.dumps(env, indent=2)
+    return json.dumps(envelope(result, checks, explain), indent=2)
 
 
 def _scalar_keys(rows) -> list[str]:

@@ -1,0 +1,54 @@
+"""Shared test helpers: run the CLI in-process and capture stdout, stderr and the exit code."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+
+def run_cli(*args: str, env: dict | None = None) -> Run:
+    """Run ``kvcalc ARGS`` in-process; returns exit code, stdout, stderr."""
+    from kvcalc.cli.app import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return Run(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def cli():
+    return run_cli
+
+
+def assert_bad_input(r: Run, *words: str):
+    """Exit 2, exactly one line on stderr naming the given words, no traceback."""
+    assert r.code == 2, (r.code, r.out, r.err)
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, r.err
+    assert "Traceback" not in r.err
+    for w in words:
+        assert w in r.err, (w, r.err)

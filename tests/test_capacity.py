@@ -1,0 +1,86 @@
+"""Requests that fit after the weights, block bytes and page-in time, by hand."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvcalc import catalog
+from kvcalc.capacity import CapacityInputs, capacity_row
+from kvcalc.schema import ModelPreset
+
+
+def row(model, hw="h100-sxm", link="pcie-gen5-x16", **kw):
+    m = catalog.load_model(model) if isinstance(model, str) else model
+    return capacity_row("m", m, hw, catalog.load_hardware(hw), link, catalog.load_link(link),
+                        CapacityInputs(**kw))
+
+
+def test_v4_flash_on_8xh100():
+    r = row("deepseek-v4-flash")
+    # per GPU: 80e9 x 0.9 - 284e9 x 1 B / 8 = 72e9 - 35.5e9 = 36.5e9 B; latent replicated on every rank
+    assert r["kv_budget_bytes_per_gpu"] == pytest.approx(36.5e9)
+    assert r["kv_budget_bytes"] == pytest.approx(8 * 36.5e9)
+    # one 4K request: 17,608,704 + 12,206,080 state = 29,814,784 B -> floor(36.5e9 / 29,814,784) = 1,224
+    assert r["kv_bytes_per_request"] == 29_814_784
+    assert r["max_requests"] == 1224
+    # 16-token block of the paged compressed cache: 16 x (21 x 652 / 4 + 20 x 584 / 128) = 56,228 B
+    assert r["block_bytes"] == pytest.approx(56_228)
+    assert r["block_valid"] is False          # V4 engines need multiples of 128 tokens
+    # page-in over PCIe Gen5 (measured 55.5 GB/s, 6 us per copy): 6e-6 + 56,228 / 55.5e9 = 7.0131 us
+    assert r["block_page_in_s"] == pytest.approx(6e-6 + 56_228 / 55.5e9)
+
+
+def test_mha_example_shards_by_head():
+    r = row("mha-96l-64h")
+    # weights 100e9 x 2 B / 8 = 25e9 per GPU; budget 72e9 - 25e9 = 47e9 per GPU
+    # per GPU per request: 3,145,728 x 4,096 / 8 (64 heads over 8 ranks) = 1,610,612,736 -> floor(29.18) = 29
+    assert r["kv_bytes_per_request_per_gpu"] == 3_145_728 * 4096 / 8
+    assert r["max_requests"] == 29
+    # 16-token block: 16 x 3,145,728 = 50,331,648 B; 6 us + 50,331,648 / 55.5e9 = 912.9 us
+    assert r["block_bytes"] == 50_331_648
+    assert r["block_page_in_s"] == pytest.approx(6e-6 + 50_331_648 / 55.5e9)
+
+
+def test_llama_70b_tp8_one_head_per_gpu():
+    r = row("llama-3-70b")
+    budget = 72e9 - 70.6e9 * 2 / 8                       # 54.35e9 B per GPU
+    per_gpu = 327_680 * 4096 / 8                         # 167,772,160 B: 1 of 8 KV heads per rank
+    assert r["max_requests"] == math.floor(budget / per_gpu) == 323
+
+
+def test_tp_beyond_kv_heads_replicates():
+    # 16 GPUs, 8 KV heads: each rank still holds one whole head (ceil(8/16) = 1), i.e. 1/8 of the KV
+    r = row("llama-3-70b", gpus=16)
+    assert r["kv_bytes_per_request_per_gpu"] == 327_680 * 4096 / 8
+
+
+def test_weights_that_do_not_fit_are_flagged_not_negative():
+    r = row("deepseek-v3")   # 671e9 B / 8 = 83.9e9 > 72e9 usable
+    assert r["weights_fit"] is False and r["max_requests"] == 0 and r["kv_budget_bytes"] == 0
+
+
+def test_dp_attention_multiplies_by_gpus():
+    r = row("deepseek-v4-flash", attention="dp")
+    assert r["max_requests"] == 8 * 1224
+
+
+def test_reserve_and_utilisation():
+    r = row("deepseek-v4-flash", hbm_utilization=0.95, reserve_bytes_per_gpu=4e9)
+    # 76e9 - 35.5e9 - 4e9 = 36.5e9 again
+    assert r["max_requests"] == 1224
+
+
+def _scaled(layers: int, params: float) -> ModelPreset:
+    return ModelPreset.model_validate(dict(
+        schema_version=1, source="t", display_name="t", params_total_b=params, params_active_b=params,
+        weight_bytes_per_param=2, layer_groups=[{"kind": "full", "layers": layers, "kv_heads": 8, "head_dim": 128}]))
+
+
+@given(l1=st.integers(1, 200), l2=st.integers(1, 200), p1=st.floats(1, 300), p2=st.floats(1, 300),
+       ctx=st.integers(1, 200_000))
+def test_property_capacity_never_rises_with_a_bigger_model(l1, l2, p1, p2, ctx):
+    small = row(_scaled(min(l1, l2), min(p1, p2)), context_tokens=ctx)
+    big = row(_scaled(max(l1, l2), max(p1, p2)), context_tokens=ctx)
+    assert big["max_requests"] <= small["max_requests"]

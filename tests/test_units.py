@@ -1,0 +1,50 @@
+import math
+
+import pytest
+
+from kvcalc import units
+from kvcalc.errors import InputError
+
+
+def test_token_suffixes_are_binary():
+    assert units.parse_tokens("4k") == 4096
+    assert units.parse_tokens("128K") == 131072
+    assert units.parse_tokens("1m") == 1_048_576
+    assert units.parse_tokens("4000") == 4000
+    assert units.parse_token_list("4k,32k,1m") == [4096, 32768, 1_048_576]
+
+
+def test_bytes_keep_gb_and_gib_apart():
+    assert units.parse_bytes("80GB") == 80e9
+    assert units.parse_bytes("80GiB") == 80 * 2**30
+    assert units.parse_bytes("512 B") == 512
+
+
+@pytest.mark.parametrize("bad", ["-4k", "0", "nan", "abc", "1.5", "4x", "", "1e30"])
+def test_bad_token_counts(bad):
+    with pytest.raises(InputError):
+        units.parse_tokens(bad, "--context")
+
+
+@pytest.mark.parametrize("bad", ["80", "-1GB", "0GB", "xGB", "nanGB"])
+def test_bad_bytes_need_a_unit_and_a_positive_value(bad):
+    with pytest.raises(InputError):
+        units.parse_bytes(bad)
+
+
+def test_fraction():
+    assert units.parse_fraction("90%") == pytest.approx(0.9)
+    assert units.parse_fraction("0.5") == 0.5
+    for bad in ("0", "1.5", "-0.1", "150%", "nan"):
+        with pytest.raises(InputError):
+            units.parse_fraction(bad)
+
+
+def test_formatting():
+    assert units.fmt_bytes(9_999) == "9,999 B"
+    assert units.fmt_bytes(3_145_728) == "3.146 MB"
+    assert units.fmt_seconds(6.0016e-6) == "6.002 us"
+    assert units.fmt_seconds(0.52) == "520 ms"
+    assert units.fmt_percent(0.651) == "65.1%"
+    assert units.fmt_count(float("inf")) == "inf"
+    assert not math.isnan(units.GB)
