@@ -112,6 +112,9 @@ class ModelPreset(_Strict):
     indexer_dtype: IndexerDtype = "fp8"
     max_context_tokens: Optional[PositiveInt] = None
     block_tokens_multiple: PositiveInt = Field(1, description="engines accept only blocks of a multiple of this")
+    page_align_bytes: Optional[PositiveInt] = Field(
+        None, description="the kernel pads each layer's page of KV entries in a block up to a multiple of this "
+        "[B] (FlashMLA: 576); indexer keys are not padded; None = no padding")
     layer_groups: list[LayerGroup] = Field(default_factory=list)
     as_stated_kv_bytes_per_token: Optional[PositiveFloat] = Field(
         None, description="a flat per-token figure as some source states it (no architecture)")
