@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from kvcalc import attention as att
 from kvcalc.kv import request_bytes
 from kvcalc.schema import HardwarePreset, LinkPreset, ModelPreset
+from kvcalc.transfer import transfer_time_s
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,6 @@ def paged_bytes_per_token(g: att.GroupLayout) -> float:
 def per_gpu_request_bytes(groups: list[att.GroupLayout], tokens: int, tp: int) -> float:
     """KV of one request held by one tensor-parallel rank [B] (state included, replicated with its latent)."""
     return sum(att.per_gpu_share(g, tp) * (att.stored_bytes(g, tokens) + att.state_bytes(g)) for g in groups)
-
-
-def transfer_time_s(nbytes: float, latency_s: float, bandwidth_bytes_per_s: float) -> float:
-    """Alpha-beta transfer time: latency + bytes / bandwidth [s]."""
-    return latency_s + nbytes / bandwidth_bytes_per_s
 
 
 def capacity_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset, link_name: str,

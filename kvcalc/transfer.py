@@ -1,0 +1,262 @@
+"""Moving KV: alpha-beta transfer times, separate vs coalesced copies, prefetch overlap, reuse vs recompute.
+
+time = latency + bytes / bandwidth, per copy (the alpha-beta model; ``reference/hardware.md``). A copy of a few
+hundred bytes costs the link's fixed latency (5-7 us for a cudaMemcpy over PCIe), not bytes / bandwidth, so tiny
+blocks are latency-bound. n separate copies pay n latencies; one coalesced copy pays one.
+
+Payloads: one paged block (its padded bytes, see :mod:`kvcalc.blocks`), one request's KV (every stored entry plus
+the fixed per-request state, unpadded: what must reach the decode node), and a batch of N requests.
+
+Prefill-to-decode handoff (strategy D, speculative prefetch): the exposed time is max(0, transfer - overlap).
+Reuse vs recompute: loading a cached prefix beats prefilling it when bandwidth > KV bytes per token / prefill
+seconds per token (the break-even bandwidth). Prefill seconds per token use the matmul-only model
+2 x active params / (GPUs x FP8 dense peak x MFU) (to be reconciled with compute.py).
+
+Functions over numbers accept floats or numpy arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvcalc.schema import HardwarePreset, LinkPreset, ModelPreset
+
+DEFAULT_LINKS = ("pcie-gen5-x16", "nvlink4", "ib-ndr400", "eth-100g", "eth-10g", "nvme-gen5")
+# End-to-end prefill reaches ~15-24% of FP8 dense peak on big MoE models (DeepSeek production ~15%,
+# RTP-LLM ~20%, SGLang on H100 ~24%: reference/hardware.md, "Efficiencies").
+DEFAULT_MFU = 0.2
+
+
+def transfer_time_s(nbytes, latency_s: float, bandwidth_bytes_per_s: float):
+    """Alpha-beta transfer time of one copy: latency + bytes / bandwidth [s]."""
+    return latency_s + nbytes / bandwidth_bytes_per_s
+
+
+def separate_copies_time_s(nbytes, copies, latency_s: float, bandwidth_bytes_per_s: float):
+    """``copies`` separate copies of ``nbytes`` in all: copies x latency + bytes / bandwidth [s]."""
+    return copies * latency_s + nbytes / bandwidth_bytes_per_s
+
+
+def latency_share(latency_s: float, time_s):
+    """Share of a transfer's time spent in fixed latency: latency / time [0..1]."""
+    return latency_s / time_s
+
+
+def effective_bandwidth_bytes_per_s(nbytes, time_s):
+    """Bytes actually moved per second of transfer time, latency included [B/s]."""
+    return nbytes / time_s
+
+
+def exposed_prefetch_s(transfer_s, overlap_s):
+    """Transfer time not hidden behind an overlap window (strategy D): max(0, transfer - overlap) [s]."""
+    diff = transfer_s - overlap_s
+    return np.maximum(diff, 0.0) if isinstance(diff, np.ndarray) else max(0.0, float(diff))
+
+
+def prefill_s_per_token(params_active: float, gpus: int, peak_flops_per_gpu: float, mfu: float) -> float:
+    """Matmul-only prefill time per token: 2 x active params / (GPUs x peak x MFU) [s/token].
+
+    The article's model (2 FLOP per active parameter per token); the attention term is left out.
+    """
+    return 2.0 * params_active / (gpus * peak_flops_per_gpu * mfu)
+
+
+def breakeven_bandwidth_bytes_per_s(kv_bytes_per_token, prefill_s_per_token_):
+    """Bandwidth above which loading a token's KV is faster than prefilling it again (latency ignored) [B/s]."""
+    return kv_bytes_per_token / prefill_s_per_token_
+
+
+def bound(latency_share_: float) -> str:
+    """'latency' when fixed latency is at least half the time, else 'bandwidth'."""
+    return "latency" if latency_share_ >= 0.5 else "bandwidth"
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Something to move: its name, tokens, bytes [B] and the blocks it is made of (copies if sent apart)."""
+
+    name: str
+    tokens: int
+    nbytes: float
+    copies: int
+
+
+@dataclass(frozen=True)
+class TransferInputs:
+    """Everything a transfer row depends on besides the model, links and hardware presets."""
+
+    context_tokens: int = 4096
+    requests: int = 100
+    block_tokens: int = 256
+    bandwidth: str = "measured"   # measured | theoretical
+    overlap_s: float = 0.0        # window a speculative prefetch hides behind [s]
+    gpus: int = 8
+    mfu: float = DEFAULT_MFU
+
+
+def payloads(model: ModelPreset, inp: TransferInputs, opts=None) -> list[Payload]:
+    """The three payloads for a model: one block, one request's KV, the batch's KV."""
+    from kvcalc import attention as att
+    from kvcalc import blocks
+    from kvcalc.kv import request_bytes
+
+    opts = opts or att.KvOptions()
+    groups = att.resolve_groups(model, opts)
+    t, b, n = inp.context_tokens, inp.block_tokens, inp.requests
+    per_request = float(request_bytes(groups, t))
+    nblocks = blocks.blocks_per_request(t, b)
+    return [
+        Payload("block", b, float(blocks.block_bytes(groups, b, model.page_align_bytes)), 1),
+        Payload("request", t, per_request, nblocks),
+        Payload("batch", t * n, per_request * n, nblocks * n),
+    ]
+
+
+def transfer_row(model_name: str, p: Payload, link_name: str, link: LinkPreset, inp: TransferInputs,
+                 prefill_per_token_s: float) -> dict:
+    """One payload over one link (raw SI units)."""
+    bw = link.bandwidth_bytes_per_s(inp.bandwidth)
+    lat = link.latency_s
+    t = transfer_time_s(p.nbytes, lat, bw)
+    separate = separate_copies_time_s(p.nbytes, p.copies, lat, bw)
+    share = latency_share(lat, t)
+    prefill = p.tokens * prefill_per_token_s
+    return {
+        "model": model_name, "payload": p.name, "tokens": p.tokens, "bytes": p.nbytes, "link": link_name,
+        "bandwidth": inp.bandwidth, "bandwidth_bytes_per_s": bw, "latency_s": lat,
+        "time_s": t, "latency_share": share, "bound": bound(share),
+        "effective_bandwidth_bytes_per_s": effective_bandwidth_bytes_per_s(p.nbytes, t),
+        "copies": p.copies, "time_separate_s": separate, "time_coalesced_s": t,
+        "separate_over_coalesced": separate / t,
+        "prefill_s": prefill, "transfer_over_prefill": t / prefill,
+        "overlap_s": inp.overlap_s, "exposed_s": exposed_prefetch_s(t, inp.overlap_s),
+    }
+
+
+def tier_row(tier: str, capacity_bytes: float, link_name: str, link: LinkPreset, request_bytes_: float,
+             inp: TransferInputs, prefill_per_token_s: float) -> dict:
+    """A prefix-cache hit of one request's KV served from a lower tier: load vs the prefill it replaces."""
+    bw = link.bandwidth_bytes_per_s(inp.bandwidth)
+    load = transfer_time_s(request_bytes_, link.latency_s, bw)
+    recompute = inp.context_tokens * prefill_per_token_s
+    per_token = request_bytes_ / inp.context_tokens
+    return {
+        "tier": tier, "capacity_bytes": capacity_bytes, "requests_fit": math.floor(capacity_bytes / request_bytes_),
+        "link": link_name, "bandwidth_bytes_per_s": bw, "latency_s": link.latency_s,
+        "prefix_tokens": inp.context_tokens, "bytes": request_bytes_, "kv_bytes_per_token": per_token,
+        "load_s": load, "recompute_s": recompute, "load_over_recompute": load / recompute,
+        "load_wins": load < recompute,
+        "breakeven_bandwidth_bytes_per_s": breakeven_bandwidth_bytes_per_s(per_token, prefill_per_token_s),
+    }
+
+
+TRANSFER_COLUMNS = (
+    ("payload", "payload", "text"),
+    ("link", "link", "text"),
+    ("bytes", "bytes", "bytes"),
+    ("time_s", "time", "s"),
+    ("latency_share", "latency share", "percent"),
+    ("effective_bandwidth_bytes_per_s", "effective bw", "bytes_per_s"),
+    ("copies", "blocks", "int"),
+    ("time_separate_s", "as separate copies", "s"),
+    ("prefill_s", "prefill", "s"),
+    ("exposed_s", "exposed", "s"),
+)
+TIER_COLUMNS = (
+    ("tier", "tier", "text"),
+    ("link", "link", "text"),
+    ("capacity_bytes", "capacity", "bytes"),
+    ("requests_fit", "requests fit", "int"),
+    ("bytes", "prefix KV", "bytes"),
+    ("load_s", "load", "s"),
+    ("recompute_s", "recompute", "s"),
+    ("load_over_recompute", "load/recompute", "ratio"),
+    ("breakeven_bandwidth_bytes_per_s", "break-even bw", "bytes_per_s"),
+)
+
+
+def _transfer_explain(r: dict) -> list[str]:
+    from kvcalc import explain
+    from kvcalc.units import fmt_count, fmt_percent, fmt_seconds
+
+    lines = ["  " + explain.transfer_line(f"{r['payload']} over {r['link']}", r["bytes"], r["latency_s"],
+                                          r["bandwidth_bytes_per_s"], r["time_s"])
+             + f"; latency share {fmt_percent(r['latency_share'])}"]
+    if r["copies"] > 1:
+        lines.append(f"    as {fmt_count(r['copies'])} separate copies: {fmt_count(r['copies'])} x "
+                     f"{fmt_seconds(r['latency_s'])} + bytes / bandwidth = {fmt_seconds(r['time_separate_s'])}")
+    return lines
+
+
+def transfer_result(model_name: str, model: ModelPreset, links: list[tuple[str, LinkPreset]], hw_name: str,
+                    hw: HardwarePreset, inp: TransferInputs, opts=None,
+                    tiers: list[tuple[str, float, str, LinkPreset]] | None = None):
+    """The ``kvcalc transfer`` result: payloads x links; with ``tiers`` [(tier, capacity [B], link name, link)]
+    also a table of prefix-cache hits served from those tiers (load vs recompute)."""
+    from kvcalc import attention as att
+    from kvcalc.results import Column, Result, Table
+    from kvcalc.units import fmt_bytes, fmt_count, fmt_percent, fmt_rate, fmt_seconds
+
+    opts = opts or att.KvOptions()
+    per_token = prefill_s_per_token(model.params_active, inp.gpus, hw.peak_flops("fp8"), inp.mfu)
+    pls = payloads(model, inp, opts)
+    valid = inp.block_tokens % model.block_tokens_multiple == 0
+    rows = [transfer_row(model_name, p, ln, lk, inp, per_token) | {"block_valid": valid}
+            for p in pls for ln, lk in links]
+    notes = [
+        f"time = latency + bytes / bandwidth ({inp.bandwidth} bandwidth; theoretical where none was measured); "
+        "latency share = latency / time; effective bandwidth = bytes / time.",
+        f"payloads: one {inp.block_tokens}-token block (padded as the kernel pages it), one {inp.context_tokens:,}-"
+        f"token request's KV (stored entries + fixed state, unpadded), a batch of {inp.requests:,} requests; "
+        "as separate copies = one copy per block, each paying the latency.",
+        f"prefill = tokens x 2 x {fmt_count(model.params_active_b)} billion active params / ({inp.gpus} x "
+        f"{fmt_rate(hw.peak_flops('fp8'), 'FLOP/s')} FP8 dense x MFU {inp.mfu:g}) = {fmt_seconds(per_token)} "
+        "per token (matmuls only; the 0.2 default: end-to-end prefill runs at ~15-24% of FP8 dense peak, "
+        f"reference/hardware.md); exposed = max(0, time - overlap {fmt_seconds(inp.overlap_s)}) "
+        "(speculative prefetch, strategy D).",
+    ]
+    if not valid:
+        notes.append(f"{model_name}: {inp.block_tokens}-token blocks are not valid for this model (engines need a "
+                     f"multiple of {model.block_tokens_multiple} tokens); the block row is shown but flagged")
+    lines = [f"{model_name}, {inp.context_tokens:,} tokens x {inp.requests:,} requests, "
+             f"{inp.block_tokens}-token blocks:"]
+    for r in rows:
+        lines += _transfer_explain(r)
+    extra = []
+    if tiers:
+        req = pls[1].nbytes
+        trows = [tier_row(tier, cap, ln, lk, req, inp, per_token) for tier, cap, ln, lk in tiers]
+        extra.append(Table("tiers", f"Prefix-cache hit of one {inp.context_tokens:,}-token request served from "
+                           "a lower tier: load vs the prefill it replaces",
+                           tuple(Column(*c) for c in TIER_COLUMNS), tuple(trows)))
+        notes.append("tiers: load = latency + the request's KV / bandwidth; recompute = its prefill; break-even "
+                     "bandwidth = KV bytes per token / prefill seconds per token (latency ignored); "
+                     "requests fit = floor(capacity / request KV).")
+        for t in trows:
+            lines.append(f"  {t['tier']} over {t['link']}: load {explain_load(t)}; recompute "
+                         f"{fmt_count(t['prefix_tokens'])} x {fmt_seconds(per_token)} = "
+                         f"{fmt_seconds(t['recompute_s'])}; break-even {fmt_count(t['kv_bytes_per_token'])} B/token"
+                         f" / {fmt_seconds(per_token)} = {fmt_rate(t['breakeven_bandwidth_bytes_per_s'], 'B/s')}")
+    inputs = {"model": model_name, "context_tokens": inp.context_tokens, "requests": inp.requests,
+              "block_tokens": inp.block_tokens, "block_valid": valid, "links": [n for n, _ in links],
+              "bandwidth": inp.bandwidth, "overlap_s": inp.overlap_s, "hardware": hw_name, "gpus": inp.gpus,
+              "mfu": inp.mfu, "prefill_s_per_token": per_token,
+              "kv_dtype": opts.kv_dtype, "mla_layout": opts.mla_layout, "indexer_dtype": opts.indexer_dtype,
+              "mtp": opts.mtp}
+    if tiers:
+        inputs["tiers"] = [{"tier": t, "capacity_bytes": c, "link": ln} for t, c, ln, _ in tiers]
+    main = Table("transfer", f"{model_name}: moving a block, a request and a batch of {inp.requests:,} "
+                 f"(latency share {fmt_percent(0.5)}+ = latency-bound)", tuple(Column(*c) for c in TRANSFER_COLUMNS),
+                 tuple(rows))
+    return Result("transfer", inputs, main, tuple(extra), tuple(lines), tuple(notes))
+
+
+def explain_load(t: dict) -> str:
+    """'6 us + 29.81 MB / 55.5 GB/s = 543 us' for a tier row."""
+    from kvcalc.units import fmt_bytes, fmt_seconds
+
+    return (f"{fmt_seconds(t['latency_s'])} + {fmt_bytes(t['bytes'])} / {fmt_bytes(t['bandwidth_bytes_per_s'])}/s"
+            f" = {fmt_seconds(t['load_s'])}")
