@@ -6,9 +6,11 @@ import sys
 
 import typer
 
+from kvcalc.cli import blocks as _blocks
 from kvcalc.cli import capacity as _capacity
 from kvcalc.cli import kv as _kv
 from kvcalc.cli import presets as _presets
+from kvcalc.cli import transfer as _transfer
 
 app = typer.Typer(
     name="kvcalc", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -19,6 +21,8 @@ app = typer.Typer(
 )
 app.command("kv")(_kv.kv)
 app.command("capacity")(_capacity.capacity)
+app.command("blocks")(_blocks.blocks)
+app.command("transfer")(_transfer.transfer)
 app.add_typer(_presets.app, name="presets")
 
 
