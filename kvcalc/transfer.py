@@ -207,7 +207,8 @@ def transfer_result(model_name: str, model: ModelPreset, links: list[tuple[str, 
     rows = [transfer_row(model_name, p, ln, lk, inp, per_token) | {"block_valid": valid}
             for p in pls for ln, lk in links]
     notes = [
-        f"time = latency + bytes / bandwidth ({inp.bandwidth} bandwidth; theoretical where none was measured); "
+        f"time = latency + bytes / bandwidth ({inp.bandwidth} bandwidth"
+        + ("; theoretical where none was measured" if inp.bandwidth == "measured" else "") + "); "
         "latency share = latency / time; effective bandwidth = bytes / time.",
         f"payloads: one {inp.block_tokens}-token block (padded as the kernel pages it), one {inp.context_tokens:,}-"
         f"token request's KV (stored entries + fixed state, unpadded), a batch of {inp.requests:,} requests; "

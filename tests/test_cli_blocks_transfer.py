@@ -177,6 +177,11 @@ def test_explain_and_other_formats():
     code, out, err = run("transfer", "-m", "llama-3-70b", "--link", "pcie-gen5-x16", "-b", "16", "--bandwidth",
                          "theoretical", "--explain")
     assert code == 0 and "6 us + 5.243 MB / 63 GB/s = 89.22 us" in out
+    # the README's worked example: the article's 100.8 B block is 99.97% latency
+    code, out, err = run("transfer", "-m", "deepseek-v4-flash-article", "-b", "16", "--link", "pcie-gen5-x16",
+                         "--bandwidth", "theoretical", "--explain")
+    assert code == 0 and "6 us + 100.8 B / 63 GB/s = 6.002 us" in out
+    assert "256 x 6 us + bytes / bandwidth = 1.536 ms" in out
     code, out, err = run("transfer", "--format", "csv")
     assert code == 0 and out.splitlines()[0].startswith("model,payload,tokens,bytes,link")
     code, out, err = run("blocks", "--format", "markdown")
