@@ -198,7 +198,7 @@ def transfer_result(model_name: str, model: ModelPreset, links: list[tuple[str, 
     also a table of prefix-cache hits served from those tiers (load vs recompute)."""
     from kvcalc import attention as att
     from kvcalc.results import Column, Result, Table
-    from kvcalc.units import fmt_bytes, fmt_count, fmt_percent, fmt_rate, fmt_seconds
+    from kvcalc.units import fmt_count, fmt_percent, fmt_rate, fmt_seconds
 
     opts = opts or att.KvOptions()
     per_token = prefill_s_per_token(model.params_active, inp.gpus, hw.peak_flops("fp8"), inp.mfu)
