@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-import numpy as np
-
 from kvcalc.schema import KV_DTYPE_BYTES, CompressedGroup, FullGroup, MlaGroup, ModelPreset
 
 # MLA latent layouts [B per layer per token], kv_lora_rank r and rope dim d (DeepSeek V3: r=512, d=64).
@@ -77,15 +75,20 @@ class GroupLayout:
     layout: str                   # human label of the entry layout, e.g. "bf16", "fp8-flashmla 656 B"
 
 
-def _as_int(x):
-    return x if isinstance(x, np.ndarray) else int(x)
+def _minimum(tokens, cap: int):
+    """min(tokens, cap) for an int or a numpy array (numpy is imported only when an array is passed)."""
+    if isinstance(tokens, int):
+        return min(tokens, cap)
+    import numpy as np
+
+    return np.minimum(tokens, cap)
 
 
 def dense_entries(g: GroupLayout, tokens):
     """Dense (uncompressed) entries stored per layer for a context of ``tokens`` [entries]."""
     if g.window_tokens is None:
         return tokens
-    return np.minimum(tokens, g.window_tokens)
+    return _minimum(tokens, g.window_tokens)
 
 
 def compressed_entries(g: GroupLayout, tokens):
@@ -131,9 +134,9 @@ def read_bytes_per_step(g: GroupLayout, tokens):
     if g.top_k is None:
         entries = dense + comp
     elif g.indexed == "dense":
-        entries = np.minimum(dense, g.top_k) + comp
+        entries = _minimum(dense, g.top_k) + comp
     else:
-        entries = dense + np.minimum(comp, g.top_k)
+        entries = dense + _minimum(comp, g.top_k)
     return g.layers * (entries * g.entry_bytes + indexed_entries(g, tokens) * g.indexer_bytes)
 
 

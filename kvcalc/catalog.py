@@ -78,7 +78,7 @@ def validation_message(path: Path | str, err) -> str:
     """One line from a pydantic ValidationError: file, field (dotted) and reason of the first error."""
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in ("full", "mla", "compressed")))
-    msg = first["msg"]
+    msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
     more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""

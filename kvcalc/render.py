@@ -22,6 +22,8 @@ JSON_SCHEMA = 1
 def format_value(col: Column, row: dict) -> str:
     """One cell as text, by the column's unit kind."""
     v = row.get(col.key)
+    if col.kind == "auto":  # the row says its unit (tables that mix units, e.g. deltas)
+        col = Column(col.key, col.title, row.get("kind", "float"))
     if col.kind == "fit":
         return units.fmt_count(v) if row.get("weights_fit", True) else "weights don't fit"
     if v is None:

@@ -8,6 +8,8 @@ import typer
 
 from kvcalc.cli import blocks as _blocks
 from kvcalc.cli import capacity as _capacity
+from kvcalc.cli import compare as _compare
+from kvcalc.cli import cost as _cost
 from kvcalc.cli import kv as _kv
 from kvcalc.cli import presets as _presets
 from kvcalc.cli import transfer as _transfer
@@ -16,11 +18,13 @@ app = typer.Typer(
     name="kvcalc", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     help="KV-cache cost-and-capacity calculator: KV bytes from the architecture, requests that fit, "
          "transfers, prefill cost and prefix-sharing strategies.\n\n"
-         "Examples:  kvcalc capacity   |   kvcalc kv deepseek-v4-flash --context 4k,1m   |   "
+         "Examples:  kvcalc compare   |   kvcalc capacity   |   kvcalc kv deepseek-v4-flash --context 4k,1m   |   "
          "kvcalc presets list",
 )
 app.command("kv")(_kv.kv)
 app.command("capacity")(_capacity.capacity)
+app.command("cost")(_cost.cost)
+app.command("compare")(_compare.compare)
 app.command("blocks")(_blocks.blocks)
 app.command("transfer")(_transfer.transfer)
 app.add_typer(_presets.app, name="presets")

@@ -1,0 +1,51 @@
+"""Start-up benchmark: kvcalc commands vs importing its libraries, measured side by side in one run.
+
+    python bench/bench_startup.py [--runs 15]
+
+Prints the median wall time of each command (fresh process each run) and its ratio to
+``python -c "import typer, rich, pydantic, numpy"``. Target: ratio <= 1.3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+BASELINE = [sys.executable, "-c", "import typer, rich, pydantic, numpy"]
+COMMANDS = {
+    "kvcalc capacity --format json": [sys.executable, "-m", "kvcalc", "capacity", "--format", "json"],
+    "kvcalc kv --format json": [sys.executable, "-m", "kvcalc", "kv", "--format", "json"],
+}
+
+
+def wall_s(cmd: list[str]) -> float:
+    """One run's wall time [s]; fails loudly if the command fails."""
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=15)
+    args = ap.parse_args()
+    names = ["baseline", *COMMANDS]
+    cmds = {"baseline": BASELINE, **COMMANDS}
+    for cmd in cmds.values():  # warm the file cache and drop commands that do not exist yet
+        wall_s(cmd)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for _ in range(args.runs):  # interleave so drift hits every command alike
+        for n in names:
+            times[n].append(wall_s(cmds[n]))
+    base = statistics.median(times["baseline"])
+    print(f"{'command':40s} {'median':>9s} {'ratio':>6s}")
+    for n in names:
+        med = statistics.median(times[n])
+        print(f"{n:40s} {med * 1e3:7.1f} ms {med / base:6.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""``kvcalc compare``: strategies A (lru) and C (prefix-tree) side by side on one scenario, with deltas."""
+
+from __future__ import annotations
+
+from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt
+from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
+                                      OutputOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt, WarmOpt,
+                                      WorkloadOpt)
+
+
+def compare(
+    scenario: ScenarioOpt = "article", model: ModelOpt = None, hardware: HardwareOpt = None, gpus: GpusOpt = None,
+    workload: WorkloadOpt = None, price_per_gpu_hour: PriceOpt = None, mfu_prefill: MfuOpt = None,
+    decode_tokens_per_s: DecodeOpt = None, warm: WarmOpt = None, attention_flops: AttnOpt = None,
+    requests: RequestsOpt = None, context: ContextOpt = None, output_tokens: OutputOpt = None,
+    shared_prefix: SharedOpt = None, fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
+):
+    """Strategy A (lru, no prefix reuse) vs C (prefix-tree) on one workload: absolute and relative deltas,
+    TTFT per request class, and every assumption with its source.
+
+    With no options: the article's case under the article's own assumptions.
+
+    Examples:
+
+      kvcalc compare
+
+      kvcalc compare --scenario v4-flash-8xh100 --explain
+
+      kvcalc compare --model llama-3-70b --hardware h200-sxm --requests 100 --context 8k --shared-prefix 2k
+    """
+    from kvcalc.cli.common import check_format, emit
+    from kvcalc.cli.scenario_opts import overrides
+    from kvcalc.cost import compare_result
+    from kvcalc.scenario import resolve
+
+    check_format(fmt)
+    o = overrides(model, hardware, gpus, workload, price_per_gpu_hour, mfu_prefill, decode_tokens_per_s, warm,
+                  attention_flops, requests, context, output_tokens, shared_prefix)
+    emit(compare_result(resolve(scenario, o)), fmt, check, explain)

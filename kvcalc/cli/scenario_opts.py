@@ -1,0 +1,53 @@
+"""Options shared by ``cost`` and ``compare``: the scenario and its overrides (parsed here, no arithmetic)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+P = "Scenario overrides"
+ScenarioOpt = Annotated[str, typer.Option("--scenario", "-s", help="scenario preset or TOML path "
+                                          "(article = the article's own assumptions)")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="model preset or TOML path", rich_help_panel=P)]
+HardwareOpt = Annotated[Optional[str], typer.Option("--hardware", help="hardware preset or TOML path", rich_help_panel=P)]
+GpusOpt = Annotated[Optional[int], typer.Option("--gpus", help="GPUs in the node", rich_help_panel=P)]
+WorkloadOpt = Annotated[Optional[str], typer.Option("--workload", "-w", help="workload preset or TOML path", rich_help_panel=P)]
+PriceOpt = Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="USD per GPU-hour", rich_help_panel=P)]
+MfuOpt = Annotated[Optional[str], typer.Option("--mfu-prefill", help="prefill MFU in (0, 1], e.g. 0.2 or 20%", rich_help_panel=P)]
+DecodeOpt = Annotated[Optional[float], typer.Option("--decode-tokens-per-s", help="decode speed per request [tok/s]", rich_help_panel=P)]
+WarmOpt = Annotated[Optional[bool], typer.Option("--warm/--cold", help="shared segments already cached (warm) or not", show_default=False, rich_help_panel=P)]
+AttnOpt = Annotated[Optional[bool], typer.Option("--attention-flops/--no-attention-flops", help="count attention FLOPs in prefill", show_default=False, rich_help_panel=P)]
+W = "Inline workload (instead of --workload)"
+RequestsOpt = Annotated[Optional[int], typer.Option("--requests", help="number of requests", rich_help_panel=W)]
+ContextOpt = Annotated[Optional[str], typer.Option("--context", "-c", help="context tokens per request (4k = 4,096)", rich_help_panel=W)]
+OutputOpt = Annotated[Optional[int], typer.Option("--output-tokens", help="output tokens per request (default 500)", rich_help_panel=W)]
+SharedOpt = Annotated[Optional[list[str]], typer.Option("--shared-prefix", help="TOKENS[:GROUPS] shared prefix segment (repeatable, nested in order)", rich_help_panel=W)]
+
+
+def overrides(model, hardware, gpus, workload, price, mfu, decode, warm, attention, requests, context, output,
+              shared):
+    """Validate the flags -> scenario.Overrides (InputError naming the flag)."""
+    from kvcalc.errors import InputError
+    from kvcalc.scenario import Overrides
+    from kvcalc.units import check_positive, parse_fraction, parse_tokens
+    from kvcalc.workload import inline_workload, parse_shared_prefix
+
+    for flag, v in (("--gpus", gpus), ("--price-per-gpu-hour", price), ("--decode-tokens-per-s", decode)):
+        if v is not None:
+            check_positive(v, flag)
+    inline = None
+    if requests is not None or context is not None or shared:
+        if workload:
+            raise InputError("--workload: give a workload preset or the inline flags (--requests, --context, "
+                             "--shared-prefix), not both")
+        if requests is None or context is None:
+            raise InputError("--requests and --context are both needed for an inline workload")
+        check_positive(requests, "--requests")
+        if output is not None and output < 0:
+            raise InputError(f"--output-tokens: must be >= 0, got {output}")
+        inline = inline_workload(requests, parse_tokens(context, "--context"), 500 if output is None else output,
+                                 [parse_shared_prefix(s) for s in (shared or [])])
+    return Overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, inline_workload=inline,
+                     usd_per_gpu_hour=price, mfu_prefill=parse_fraction(mfu, "--mfu-prefill") if mfu else None,
+                     decode_tokens_per_s=decode, warm=warm, attention_flops=attention)

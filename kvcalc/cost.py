@@ -1,0 +1,265 @@
+"""One strategy on one scenario: prefill tokens and FLOPs, TTFT, KV held, decode speed, GPU time and $/M tokens.
+
+TTFT assumption (the article's): the node's aggregate compute is split evenly over the concurrent requests,
+so a request's TTFT = its prefill FLOPs / (gpus x peak x MFU / requests).
+Decode: every request decodes at ``decode_tokens_per_s`` (given) or at the roofline step rate
+max(FLOPs / (gpus x peak x MFU_decode), bytes read / (gpus x HBM bandwidth x utilisation)) for the whole batch.
+Cost: node $/s x time; $ per M input tokens = prefill $ / input tokens; per M output = decode $ / output tokens.
+Break-even bandwidth: paged KV bytes per token / prefill seconds per token; a link faster than this makes
+loading a reused token's KV cheaper than recomputing it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from kvcalc import attention as att
+from kvcalc import compute, strategies
+from kvcalc.capacity import paged_bytes_per_token, per_gpu_request_bytes
+from kvcalc.kv import read_bytes, request_bytes
+from kvcalc.schema import HardwarePreset, ModelPreset
+from kvcalc.units import MEGA, SECONDS_PER_HOUR
+from kvcalc.workload import WorkloadPreset
+
+
+@dataclass(frozen=True)
+class CostInputs:
+    """A resolved scenario: presets plus every assumption, each with where it came from."""
+
+    model_name: str
+    model: ModelPreset
+    hardware_name: str
+    hardware: HardwarePreset
+    gpus: int
+    workload_name: str
+    workload: WorkloadPreset
+    usd_per_gpu_hour: float
+    peak_flops_per_gpu: float
+    mfu_prefill: float
+    attention_flops: bool
+    decode_tokens_per_s: Optional[float]
+    mfu_decode: float = 0.5
+    hbm_bandwidth_utilization: float = 0.9
+    hbm_utilization: float = 0.9
+    warm: bool = False
+    kv_options: att.KvOptions = att.KvOptions()
+    sources: dict = field(default_factory=dict)
+
+
+def _per_request(inp: CostInputs, groups, strategy: str):
+    """[(class, cached tokens, count, prefill FLOPs per request)]."""
+    out = []
+    for (ci, cached), count in sorted(strategies.cached_prefixes(inp.workload, strategy, inp.warm).items()):
+        ctx = inp.workload.classes[ci].context_tokens
+        flops = compute.prefill_flops(inp.model, groups, cached, ctx - cached, inp.attention_flops)
+        out.append((ci, cached, count, flops))
+    return out
+
+
+def roofline_decode_tokens_per_s(inp: CostInputs, groups) -> float:
+    """Per-request decode rate of the whole workload decoding as one batch, at mid-generation [tok/s]."""
+    w, m, hw = inp.workload, inp.model, inp.hardware
+    n = w.requests
+    flops = n * 2.0 * m.params_active
+    weights_read = min(m.params_total, n * m.params_active) * m.weight_bytes_per_param
+    kv_read = sum(c.count * read_bytes(groups, c.context_tokens + c.output_tokens // 2) for c in w.classes)
+    t_compute, t_memory = compute.decode_step_s(flops, weights_read + kv_read, inp.gpus, inp.peak_flops_per_gpu,
+                                                inp.mfu_decode, hw.hbm_bandwidth_bytes_per_s,
+                                                inp.hbm_bandwidth_utilization)
+    return 1.0 / max(t_compute, t_memory)
+
+
+def strategy_row(inp: CostInputs, strategy: str) -> tuple[dict, list[dict]]:
+    """The raw figures of one strategy -> (row, per-class rows)."""
+    groups = att.resolve_groups(inp.model, inp.kv_options)
+    w = inp.workload
+    n = w.requests
+    parts = _per_request(inp, groups, strategy)
+    input_tokens = sum(c.count * c.context_tokens for c in w.classes)
+    output_tokens = sum(c.count * c.output_tokens for c in w.classes)
+    reused = sum(cached * count for _, cached, count, _ in parts)
+    flops = sum(f * count for _, _, count, f in parts)
+    node_flops_per_s = inp.gpus * inp.peak_flops_per_gpu * inp.mfu_prefill
+    prefill_s = flops / node_flops_per_s
+    ttft = {ci: [] for ci in range(len(w.classes))}
+    for ci, _, count, f in parts:
+        ttft[ci] += [f / (node_flops_per_s / n)] * count
+    all_ttft = [t for ts in ttft.values() for t in ts]
+
+    paged = sum(paged_bytes_per_token(g) for g in groups)
+    kv_all = sum(c.count * request_bytes(groups, c.context_tokens) for c in w.classes)
+    prefix_cache = strategies.prefix_cache_tokens(w) * paged if strategy == "prefix-tree" else 0.0
+    kv_stored = kv_all - reused * paged + (prefix_cache if inp.warm and strategy == "prefix-tree" else 0.0)
+    share = (sum(c.count * per_gpu_request_bytes(groups, c.context_tokens, inp.gpus) for c in w.classes) / kv_all)
+    budget_gpu = max(0.0, inp.hardware.hbm_bytes * inp.hbm_utilization - inp.model.weight_bytes / inp.gpus)
+    kv_gpu = kv_stored * share
+    roof = roofline_decode_tokens_per_s(inp, groups) if groups[0].kind != "flat" else None
+    tps = inp.decode_tokens_per_s if inp.decode_tokens_per_s is not None else roof
+    decode_s = output_tokens / (tps * n)
+    node_usd_per_s = inp.gpus * inp.usd_per_gpu_hour / SECONDS_PER_HOUR
+    prefill_usd, decode_usd = prefill_s * node_usd_per_s, decode_s * node_usd_per_s
+    prefill_s_per_token = 2.0 * inp.model.params_active / node_flops_per_s
+    row = {
+        "strategy": strategy, "model": inp.model_name, "hardware": inp.hardware_name, "gpus": inp.gpus,
+        "workload": inp.workload_name, "requests": n, "input_tokens": input_tokens, "output_tokens": output_tokens,
+        "prefill_tokens": input_tokens - reused, "reused_tokens": reused, "hit_rate": reused / input_tokens,
+        "prefill_flops": flops, "prefill_time_s": prefill_s,
+        "ttft_mean_s": sum(all_ttft) / n, "ttft_max_s": max(all_ttft),
+        "kv_stored_bytes": kv_stored, "prefix_cache_bytes": prefix_cache,
+        "kv_stored_bytes_per_gpu": kv_gpu, "kv_budget_bytes_per_gpu": budget_gpu,
+        "kv_spill_bytes_per_gpu": max(0.0, kv_gpu - budget_gpu), "kv_fits": kv_gpu <= budget_gpu,
+        "decode_tokens_per_s": tps, "decode_tokens_per_s_roofline": roof,
+        "decode_tokens_per_s_total": tps * n, "decode_time_s": decode_s,
+        "gpu_seconds": (prefill_s + decode_s) * inp.gpus,
+        "prefill_usd": prefill_usd, "decode_usd": decode_usd,
+        "usd_per_mtok_input": prefill_usd / input_tokens * MEGA,
+        "usd_per_mtok_output": decode_usd / output_tokens * MEGA if output_tokens else None,
+        "usd_per_mtok_blended": (prefill_usd + decode_usd) / (input_tokens + output_tokens) * MEGA,
+        "breakeven_bandwidth_bytes_per_s": paged / prefill_s_per_token,
+    }
+    class_rows = [{"strategy": strategy, "class": w.classes[ci].name, "requests": len(ts),
+                   "context_tokens": w.classes[ci].context_tokens, "ttft_mean_s": sum(ts) / len(ts)}
+                  for ci, ts in ttft.items()]
+    return row, class_rows
+
+
+COST_COLUMNS = (
+    ("strategy", "strategy", "text"), ("prefill_tokens", "prefill tokens", "int"),
+    ("reused_tokens", "reused", "int"), ("hit_rate", "hit rate", "percent"),
+    ("prefill_flops", "prefill FLOPs", "flops"), ("prefill_time_s", "prefill", "s"),
+    ("ttft_mean_s", "TTFT mean", "s"), ("kv_stored_bytes", "KV held", "bytes"),
+    ("decode_tokens_per_s", "decode/req", "tokens_per_s"),
+    ("usd_per_mtok_input", "$/M in", "usd"), ("usd_per_mtok_output", "$/M out", "usd"),
+    ("usd_per_mtok_blended", "$/M blended", "usd"),
+)
+DELTA_KEYS = ("prefill_tokens", "reused_tokens", "prefill_flops", "prefill_time_s", "ttft_mean_s", "ttft_max_s",
+              "kv_stored_bytes", "gpu_seconds", "usd_per_mtok_input", "usd_per_mtok_output", "usd_per_mtok_blended")
+DELTA_KINDS = {"prefill_tokens": "int", "reused_tokens": "int", "prefill_flops": "flops", "kv_stored_bytes": "bytes",
+               "gpu_seconds": "float"}
+
+
+def assumptions(inp: CostInputs) -> list[dict]:
+    """Every assumption of the scenario with its value (raw) and where it came from."""
+    s = inp.sources
+    return [
+        {"assumption": "model", "value": inp.model_name, "source": inp.model.source},
+        {"assumption": "hardware", "value": f"{inp.gpus} x {inp.hardware_name}", "source": inp.hardware.source},
+        {"assumption": "workload", "value": inp.workload_name, "source": inp.workload.source},
+        {"assumption": "peak_flops_per_gpu", "value": inp.peak_flops_per_gpu, "kind": "flops_per_s",
+         "source": s.get("peak", "")},
+        {"assumption": "mfu_prefill", "value": inp.mfu_prefill, "kind": "float", "source": s.get("mfu", "")},
+        {"assumption": "attention_flops", "value": inp.attention_flops,
+         "source": s.get("attention", "on: 2 x layers x q_heads x (d_qk + d_v) per attended token pair")},
+        {"assumption": "decode_tokens_per_s", "value": inp.decode_tokens_per_s, "kind": "tokens_per_s",
+         "source": s.get("decode", "")},
+        {"assumption": "usd_per_gpu_hour", "value": inp.usd_per_gpu_hour, "kind": "usd", "source": s.get("price", "")},
+        {"assumption": "prefix_cache", "value": "warm" if inp.warm else "cold",
+         "source": "cold: each shared segment prefilled once per group; warm: never"},
+        {"assumption": "ttft", "value": "even split",
+         "source": "the article's: aggregate compute split evenly over the concurrent requests"},
+    ]
+
+
+def _inputs_echo(inp: CostInputs) -> dict:
+    return {a["assumption"]: a["value"] for a in assumptions(inp)} | {"gpus": inp.gpus, "hardware": inp.hardware_name}
+
+
+def _assumption_table(inp: CostInputs):
+    from kvcalc.results import Column, Table
+
+    return Table("assumptions", "Assumptions and where they come from",
+                 (Column("assumption", "assumption", "text"), Column("value", "value", "auto"),
+                  Column("source", "source", "text")),
+                 tuple({"kind": "text", **a} for a in assumptions(inp)))
+
+
+def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
+    from kvcalc.units import fmt_bytes
+
+    notes = []
+    for r in rows:
+        if not r["kv_fits"]:
+            notes.append(f"{r['strategy']}: KV ({fmt_bytes(r['kv_stored_bytes_per_gpu'])} per GPU) exceeds the HBM "
+                         f"budget ({fmt_bytes(r['kv_budget_bytes_per_gpu'])} per GPU): "
+                         f"{fmt_bytes(r['kv_spill_bytes_per_gpu'])} per GPU spills to DRAM/SSD")
+    if inp.model.as_stated_kv_bytes_per_token is not None:
+        notes.append("the model is an as-stated flat figure: no attention FLOPs, no roofline decode")
+    return notes
+
+
+def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
+    from kvcalc.units import fmt_flops, fmt_rate, fmt_seconds, fmt_usd
+
+    node = inp.gpus * inp.peak_flops_per_gpu * inp.mfu_prefill
+    out = [f"node compute = {inp.gpus} x {fmt_rate(inp.peak_flops_per_gpu, 'FLOP/s')} x MFU {inp.mfu_prefill:g} "
+           f"= {fmt_rate(node, 'FLOP/s')}"]
+    for r in rows:
+        out += [
+            f"{r['strategy']}: prefill tokens = {r['input_tokens']:,} - {r['reused_tokens']:,} reused "
+            f"= {r['prefill_tokens']:,}",
+            f"  prefill FLOPs = 2 x {inp.model.params_active:.4g} x {r['prefill_tokens']:,}"
+            + (" + attention" if inp.attention_flops else "") + f" = {fmt_flops(r['prefill_flops'])}; "
+            f"time = {fmt_flops(r['prefill_flops'])} / {fmt_rate(node, 'FLOP/s')} = {fmt_seconds(r['prefill_time_s'])}",
+            f"  decode = {r['decode_tokens_per_s']:.4g} tok/s x {r['requests']} requests = "
+            f"{r['decode_tokens_per_s_total']:,.0f} tok/s; $/M out = {fmt_usd(inp.gpus * inp.usd_per_gpu_hour)}/h / "
+            f"({r['decode_tokens_per_s_total'] * SECONDS_PER_HOUR / MEGA:,.4g} M tok/h) = {fmt_usd(r['usd_per_mtok_output'])}",
+        ]
+    if inp.model_name == "deepseek-v4-flash-article" or inp.model.as_stated_kv_bytes_per_token is not None:
+        out += [
+            "article check: TTFT of a 2K request is 2,000 x 26 GFLOP / (16 PFLOP/s / 100) = 0.325 s, not 3.25 ms.",
+            "article check: 2 MB of KV for 100 requests uses 6.3 B/token; the real V4 Flash holds ~1.4 GB "
+            "(+ ~1.2 GB compressor state): see the v4-flash-8xh100 scenario.",
+            "article check: its blended $6-7 vs $4.5-5.5 cannot come from its inputs: at its own prefill times "
+            "prefill is < 1% of the decode cost.",
+        ]
+    return out
+
+
+def cost_result(inp: CostInputs, strategy: str):
+    """The ``kvcalc cost`` result: one strategy, per-class TTFT, assumptions."""
+    from kvcalc.results import Column, Result, Table
+
+    row, classes = strategy_row(inp, strategy)
+    main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {inp.workload.display_name}",
+                 tuple(Column(*c) for c in COST_COLUMNS), (row,))
+    return Result("cost", _inputs_echo(inp) | {"strategy": strategy}, main,
+                  (_class_table(classes), _assumption_table(inp)), tuple(_explain(inp, [row])),
+                  tuple(_notes(inp, [row])))
+
+
+def _class_table(rows: list[dict]):
+    from kvcalc.results import Column, Table
+
+    return Table("classes", "TTFT per request class (compute split evenly over concurrent requests)",
+                 (Column("strategy", "strategy", "text"), Column("class", "class", "text"),
+                  Column("requests", "requests", "int"), Column("context_tokens", "context", "int"),
+                  Column("ttft_mean_s", "TTFT mean", "s")), tuple(rows))
+
+
+def delta_rows(a: dict, c: dict) -> list[dict]:
+    """C minus A for each compared figure: absolute and relative (None where A is 0)."""
+    out = []
+    for k in DELTA_KEYS:
+        if a.get(k) is None or c.get(k) is None:
+            continue
+        d = c[k] - a[k]
+        out.append({"field": k, "kind": DELTA_KINDS.get(k, "s" if k.endswith("_s") else "usd"),
+                    "lru": a[k], "prefix_tree": c[k], "delta": d, "relative": d / a[k] if a[k] else None})
+    return out
+
+
+def compare_result(inp: CostInputs):
+    """The ``kvcalc compare`` result: A and C side by side, deltas, per-class TTFT, assumptions."""
+    from kvcalc.results import Column, Result, Table
+
+    a, ca = strategy_row(inp, "lru")
+    c, cc = strategy_row(inp, "prefix-tree")
+    main = Table("compare", f"A vs C on {inp.workload.display_name}: {inp.model_name} on {inp.gpus} x "
+                 f"{inp.hardware_name}", tuple(Column(*x) for x in COST_COLUMNS), (a, c))
+    deltas = Table("deltas", "C - A", (Column("field", "figure", "text"), Column("lru", "A lru", "auto"),
+                                      Column("prefix_tree", "C prefix-tree", "auto"),
+                                      Column("delta", "C - A", "auto"),
+                                      Column("relative", "relative", "percent")), tuple(delta_rows(a, c)))
+    return Result("compare", _inputs_echo(inp), main, (deltas, _class_table(ca + cc), _assumption_table(inp)),
+                  tuple(_explain(inp, [a, c])), tuple(_notes(inp, [a, c])))

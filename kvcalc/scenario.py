@@ -1,0 +1,65 @@
+"""Resolve a scenario preset plus command-line overrides into CostInputs (loading every preset it names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from kvcalc import catalog, units
+from kvcalc.attention import KvOptions
+from kvcalc.cost import CostInputs
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the user changed on the command line; None = keep the scenario's value."""
+
+    model: Optional[str] = None
+    hardware: Optional[str] = None
+    gpus: Optional[int] = None
+    workload: Optional[str] = None
+    inline_workload: Optional[object] = None   # a WorkloadPreset built from --requests/--context/...
+    usd_per_gpu_hour: Optional[float] = None
+    mfu_prefill: Optional[float] = None
+    decode_tokens_per_s: Optional[float] = None
+    warm: Optional[bool] = None
+    attention_flops: Optional[bool] = None
+    kv_options: KvOptions = KvOptions()
+
+
+def resolve(scenario_ref: str, o: Overrides = Overrides()) -> CostInputs:
+    """Load the scenario and what it names, apply overrides -> CostInputs (InputError on anything bad)."""
+    sc = catalog.load("scenarios", scenario_ref)
+    model_ref = o.model or sc.model
+    hw_ref = o.hardware or sc.hardware
+    hw = catalog.load_hardware(hw_ref)
+    if o.inline_workload is not None:
+        w_name, w = "command line", o.inline_workload
+    else:
+        w_ref = o.workload or sc.workload
+        w_name, w = catalog.name_of(w_ref), catalog.load("workloads", w_ref)
+    same_hw = hw_ref == sc.hardware
+    if sc.peak_tflops_per_gpu is not None and same_hw:
+        peak, peak_src = units.tflops_to_flops(sc.peak_tflops_per_gpu), sc.peak_source or sc.source
+    else:
+        peak, peak_src = hw.peak_flops(sc.compute_dtype), f"{hw.display_name} dense {sc.compute_dtype} datasheet"
+    if o.usd_per_gpu_hour is not None:
+        price, price_src = o.usd_per_gpu_hour, "--price-per-gpu-hour"
+    elif sc.usd_per_gpu_hour is not None and same_hw:
+        price, price_src = sc.usd_per_gpu_hour, sc.price_source or sc.source
+    else:
+        price, price_src = hw.usd_per_gpu_hour, hw.usd_per_gpu_hour_source
+    return CostInputs(
+        model_name=catalog.name_of(model_ref), model=catalog.load_model(model_ref),
+        hardware_name=catalog.name_of(hw_ref), hardware=hw, gpus=o.gpus or sc.gpus,
+        workload_name=w_name, workload=w, usd_per_gpu_hour=price, peak_flops_per_gpu=peak,
+        mfu_prefill=o.mfu_prefill if o.mfu_prefill is not None else sc.mfu_prefill,
+        attention_flops=o.attention_flops if o.attention_flops is not None else sc.attention_flops,
+        decode_tokens_per_s=o.decode_tokens_per_s if o.decode_tokens_per_s is not None else sc.decode_tokens_per_s,
+        mfu_decode=sc.mfu_decode, hbm_bandwidth_utilization=sc.hbm_bandwidth_utilization,
+        hbm_utilization=sc.hbm_utilization, warm=o.warm if o.warm is not None else sc.warm,
+        kv_options=o.kv_options,
+        sources={"peak": peak_src, "price": price_src,
+                 "mfu": "--mfu-prefill" if o.mfu_prefill is not None else sc.mfu_source,
+                 "decode": "--decode-tokens-per-s" if o.decode_tokens_per_s is not None else
+                 (sc.decode_source or "roofline")})

@@ -1,0 +1,60 @@
+"""Scheduling strategies on one workload: how many tokens each request takes from a prefix cache.
+
+A ``lru``: no reuse across requests; every request prefills its whole context.
+C ``prefix-tree``: a radix tree with reference counts. Requests are served in order (class by class);
+a request reuses the longest run of leading shared segments whose exact prefix (its group at every level)
+some earlier request already built. Cold: each shared segment is prefilled once per group. Warm
+(``warm=True``): every shared segment is already cached, so it is never prefilled.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from kvcalc.workload import WorkloadPreset
+
+STRATEGIES = {"lru": "A: LRU, no prefix reuse", "prefix-tree": "C: radix prefix tree + reference counts"}
+
+
+def request_classes(w: WorkloadPreset) -> list[int]:
+    """The class index of every request, class by class [index per request]."""
+    return [ci for ci, c in enumerate(w.classes) for _ in range(c.count)]
+
+
+def group_path(w: WorkloadPreset, i: int, n: int) -> tuple[int, ...]:
+    """Request i's group at every shared level: segment s with g groups -> floor(i x g / n)."""
+    return tuple(i * s.groups // n for s in w.shared)
+
+
+def cached_prefixes(w: WorkloadPreset, strategy: str, warm: bool = False) -> Counter:
+    """Counter of (class index, cached tokens) over all requests [requests]."""
+    classes = request_classes(w)
+    n = len(classes)
+    if strategy == "lru" or not w.shared:
+        return Counter((ci, 0) for ci in classes)
+    offsets = [0]
+    for s in w.shared:
+        offsets.append(offsets[-1] + s.tokens)
+    if warm:
+        return Counter((ci, offsets[-1]) for ci in classes)
+    seen: set[tuple[int, ...]] = set()
+    out: Counter = Counter()
+    for i, ci in enumerate(classes):
+        path = group_path(w, i, n)
+        depth = 0
+        while depth < len(path) and path[: depth + 1] in seen:
+            depth += 1
+        seen.update(path[: k + 1] for k in range(len(path)))
+        out[(ci, offsets[depth])] += 1
+    return out
+
+
+def prefix_nodes(w: WorkloadPreset) -> list[int]:
+    """Distinct cached copies of each shared segment: the number of distinct group paths at that level."""
+    n = w.requests
+    return [len({group_path(w, i, n)[: s + 1] for i in range(n)}) for s in range(len(w.shared))]
+
+
+def prefix_cache_tokens(w: WorkloadPreset) -> int:
+    """Tokens the prefix tree holds for the shared segments: sum of segment tokens x distinct copies."""
+    return sum(s.tokens * k for s, k in zip(w.shared, prefix_nodes(w)))

@@ -1,0 +1,173 @@
+"""Strategies A (lru) and C (prefix-tree): the article's case by hand, properties, bad workloads."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import assert_bad_input, run_cli
+from kvcalc import compute
+from kvcalc.cost import strategy_row
+from kvcalc.scenario import Overrides, resolve
+from kvcalc.workload import RequestClass, SharedSegment, WorkloadPreset
+
+
+def rows(scenario="article", **o):
+    inp = resolve(scenario, Overrides(**o))
+    return strategy_row(inp, "lru")[0], strategy_row(inp, "prefix-tree")[0]
+
+
+def test_article_reproduced_where_its_arithmetic_holds():
+    a, c = rows()
+    # A: 20 x 8,000 + 80 x 2,000 = 320,000; C: 320,000 - (1,500 x 99 + 500 x 19 x 5 = 196,000) = 124,000
+    assert (a["prefill_tokens"], c["prefill_tokens"]) == (320_000, 124_000)
+    assert c["reused_tokens"] == 196_000 and c["hit_rate"] == pytest.approx(196_000 / 320_000)
+    # 2 x 13e9 x 320,000 = 8.32e15; x 124,000 = 3.224e15
+    assert a["prefill_flops"] == pytest.approx(8.32e15) and c["prefill_flops"] == pytest.approx(3.224e15)
+    # at 16 PFLOP/s: 0.52 s and 0.2015 s
+    assert a["prefill_time_s"] == pytest.approx(0.52) and c["prefill_time_s"] == pytest.approx(0.2015)
+    # decode 60 tok/s x 100 = 6,000 tok/s = 21.6 M tok/h; $96/h / 21.6 M = $4.444 per M output tokens
+    assert a["decode_tokens_per_s_total"] == 6000
+    assert a["usd_per_mtok_output"] == pytest.approx(96 / 21.6)
+    # KV for 100 requests at 6.3 B/token: 320,000 x 6.3 = 2.016 MB (the article's 2.02 MB)
+    assert a["kv_stored_bytes"] == pytest.approx(2_016_000)
+    # prefix cache: (1,500 x 1 + 500 x 5) x 6.3 = 25,200 B (the article's "25.3 KB")
+    assert c["prefix_cache_bytes"] == pytest.approx(25_200)
+
+
+def test_article_ttft_is_seconds_not_milliseconds():
+    _, classes = strategy_row(resolve("article"), "lru")
+    short = [r for r in classes if r["context_tokens"] == 2000][0]
+    # 2,000 x 26e9 / (16e15 / 100) = 0.325 s (the article prints 3.25 ms)
+    assert short["ttft_mean_s"] == pytest.approx(0.325)
+
+
+def test_article_costs_by_hand():
+    a, c = rows()
+    node_usd_per_s = 96 / 3600
+    # A prefill $ = 0.52 s x $96/h; per M input tokens: / 0.32 M
+    assert a["usd_per_mtok_input"] == pytest.approx(0.52 * node_usd_per_s / 0.32)
+    # decode of 100 x 500 tokens at 6,000 tok/s = 8.333 s
+    assert a["decode_time_s"] == pytest.approx(50_000 / 6000)
+    blended = (0.52 + 50_000 / 6000) * node_usd_per_s / (320_000 + 50_000) * 1e6
+    assert a["usd_per_mtok_blended"] == pytest.approx(blended)
+    # break-even: 6.3 B / (26e9 FLOP / 16e15 FLOP/s = 1.625 us) = 3.877 MB/s
+    assert a["breakeven_bandwidth_bytes_per_s"] == pytest.approx(6.3 / 1.625e-6)
+
+
+def test_warm_article_prefills_120000():
+    _, c = rows(warm=True)
+    # 320,000 - (1,500 + 500) x 100 = 120,000
+    assert c["prefill_tokens"] == 120_000
+
+
+def test_real_v4_flash_scenario():
+    a, c = rows("v4-flash-8xh100")
+    assert (a["prefill_tokens"], c["prefill_tokens"]) == (320_000, 124_000)
+    # KV held by A: 20 x kv(8,000) + 80 x kv(2,000), each with 12,206,080 B state
+    # kv(8,000) = 43 x 128 x 584 + 21 x 2,000 x 652 + 20 x 62 x 584 = 3,214,336 + 27,384,000 + 724,160
+    # kv(2,000) = 3,214,336 + 21 x 500 x 652 + 20 x 15 x 584 = 3,214,336 + 6,846,000 + 175,200
+    kv8 = 3_214_336 + 27_384_000 + 724_160 + 12_206_080
+    kv2 = 3_214_336 + 6_846_000 + 175_200 + 12_206_080
+    assert a["kv_stored_bytes"] == pytest.approx(20 * kv8 + 80 * kv2)
+    assert a["prefill_flops"] > 8.32e15           # attention FLOPs on top of 2 x 13e9 x 320,000
+    assert a["decode_tokens_per_s_roofline"] > 0
+
+
+def test_attention_flops_closed_forms_equal_loops():
+    for n in (0, 1, 5, 127, 128, 129, 1000, 4097):
+        assert compute.sum_t(n) == sum(range(1, n + 1))
+        assert compute.sum_min(n, 128) == sum(min(t, 128) for t in range(1, n + 1))
+        assert compute.sum_floor(n, 4) == sum(t // 4 for t in range(1, n + 1))
+        assert compute.sum_floor_cap(n, 4, 100) == sum(min(t // 4, 100) for t in range(1, n + 1))
+
+
+def test_attention_flops_by_hand_llama():
+    from kvcalc import attention as att
+    from kvcalc import catalog
+
+    m = catalog.load_model("llama-3-8b")
+    g = att.resolve_groups(m)
+    # 1,000 tokens from scratch: 2 x 32 heads x (128 + 128) x 32 layers x sum_{1..1000} t (= 500,500)
+    assert compute.attention_flops(m, g, 0, 1000) == 2 * 32 * 256 * 32 * 500_500
+
+
+def test_costs_scale_linearly_in_price_and_inversely_in_gpus():
+    a1, _ = rows(usd_per_gpu_hour=10.0)
+    a2, _ = rows(usd_per_gpu_hour=20.0)
+    assert a2["usd_per_mtok_input"] == pytest.approx(2 * a1["usd_per_mtok_input"])
+    assert a2["usd_per_mtok_blended"] == pytest.approx(2 * a1["usd_per_mtok_blended"])
+    s8 = rows("v4-flash-8xh100", gpus=8)[0]
+    s16 = rows("v4-flash-8xh100", gpus=16)[0]
+    assert s16["prefill_time_s"] == pytest.approx(s8["prefill_time_s"] / 2)
+
+
+def workloads():
+    cls = st.builds(RequestClass, count=st.integers(3, 30), context_tokens=st.integers(600, 20_000),
+                    output_tokens=st.integers(0, 1000))
+    seg = st.builds(SharedSegment, tokens=st.integers(1, 200), groups=st.integers(1, 3))
+    return st.builds(lambda c, s: WorkloadPreset(schema_version=1, source="t", display_name="t", classes=c,
+                                                 shared=s),
+                     st.lists(cls, min_size=1, max_size=3), st.lists(seg, max_size=3))
+
+
+@settings(max_examples=40, deadline=None)
+@given(w=workloads(), warm=st.booleans())
+def test_property_c_never_prefills_more_than_a(w, warm):
+    from kvcalc import catalog
+    from kvcalc.cost import CostInputs
+
+    inp = CostInputs("m", catalog.load_model("llama-3-8b"), "h", catalog.load_hardware("h100-sxm"), 8, "w", w,
+                     10.0, 1e15, 0.5, True, 50.0, warm=warm)
+    a, c = strategy_row(inp, "lru")[0], strategy_row(inp, "prefix-tree")[0]
+    assert c["prefill_tokens"] <= a["prefill_tokens"]
+    assert c["prefill_flops"] <= a["prefill_flops"] * (1 + 1e-12)
+    if not w.shared:
+        assert c["prefill_tokens"] == a["prefill_tokens"] and c["prefill_flops"] == a["prefill_flops"]
+
+
+def test_cli_compare_and_cost_json():
+    env = run_cli("compare", "--format", "json").json()
+    a, c = env["results"]
+    assert a["strategy"] == "lru" and c["strategy"] == "prefix-tree"
+    for k in ("prefill_tokens", "reused_tokens", "hit_rate", "prefill_flops", "prefill_time_s",
+              "usd_per_mtok_input", "usd_per_mtok_output", "usd_per_mtok_blended"):
+        assert k in a and k in c
+    assert {d["field"] for d in env["tables"]["deltas"]} >= {"prefill_tokens", "usd_per_mtok_blended"}
+    one = run_cli("cost", "--strategy", "lru", "--format", "json").json()["results"][0]
+    assert one == a
+    warm = run_cli("cost", "--warm", "--format", "json").json()["results"][0]
+    assert warm["prefill_tokens"] == 120_000
+
+
+def test_cli_inline_workload():
+    env = run_cli("compare", "--requests", "10", "--context", "1000", "--shared-prefix", "100",
+                  "--shared-prefix", "50:2", "--format", "json").json()
+    a, c = env["results"]
+    # 10 x 1,000 = 10,000; reused 100 x 9 + 50 x (5 - 1) x 2 = 900 + 400 = 1,300
+    assert a["prefill_tokens"] == 10_000 and c["prefill_tokens"] == 8_700
+
+
+@pytest.mark.parametrize("args,words", [
+    (["compare", "--requests", "10", "--context", "100", "--shared-prefix", "200"], ["--shared-prefix", "longer"]),
+    (["compare", "--requests", "3", "--context", "1000", "--shared-prefix", "10:5"], ["groups"]),
+    (["compare", "--requests", "0", "--context", "1000"], ["--requests"]),
+    (["compare", "--requests", "-5", "--context", "1000"], ["--requests"]),
+    (["compare", "--mfu-prefill", "1.5"], ["--mfu-prefill"]),
+    (["compare", "--mfu-prefill", "0"], ["--mfu-prefill"]),
+    (["compare", "--price-per-gpu-hour", "-1"], ["--price-per-gpu-hour"]),
+    (["cost", "--strategy", "fifo"], ["--strategy"]),
+    (["compare", "--scenario", "artcle"], ["article"]),
+    (["compare", "--requests", "10"], ["--context"]),
+])
+def test_bad_workloads_exit_2(args, words):
+    assert_bad_input(run_cli(*args), *words)
+
+
+def test_bad_workload_file(tmp_path):
+    f = tmp_path / "w.toml"
+    f.write_text('schema_version = 1\nsource = "t"\ndisplay_name = "t"\n[[classes]]\ncount = 0\n'
+                 'context_tokens = 100\n')
+    assert_bad_input(run_cli("compare", "--workload", str(f)), "w.toml", "classes.0.count")
+    f.write_text('schema_version = 1\nsource = "t"\ndisplay_name = "t"\n[[classes]]\ncount = 4\n'
+                 'context_tokens = 100\n[[shared]]\ntokens = 10\ngroups = 9\n')
+    assert_bad_input(run_cli("compare", "--workload", str(f)), "w.toml", "shared.0.groups")
