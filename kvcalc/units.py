@@ -3,9 +3,12 @@
 Inside kvcalc everything is in base SI units: bytes, seconds, FLOP, FLOP/s, bytes/s, USD.
 GB = 1e9 bytes and GiB = 2**30 bytes are different units and are never mixed silently.
 
-Token counts: ``4k`` = 4,096 and ``1m`` = 1,048,576 tokens (context windows are named in powers of two:
-a "128K" model takes 131,072 positions, DeepSeek V4's "1M" takes 1,048,576). Plain integers are taken as
-they are, so ``4000`` is 4,000 tokens.
+Token counts come in two kinds, each with its own parser, named in every option's help:
+- context lengths (``parse_tokens``): ``4k`` = 4,096 and ``1m`` = 1,048,576 tokens, because context windows
+  are named in powers of two (a "128K" model takes 131,072 positions, DeepSeek V4's "1M" 1,048,576);
+- cache capacities (``parse_token_capacity``): ``3m`` = 3,000,000 tokens, decimal, as trace studies report them
+  (Mooncake's "3 M tokens" cache is 3,000,000 tokens).
+Plain integers are taken as they are in both, so ``4000`` is 4,000 tokens.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ MEGA = 1e6
 SECONDS_PER_HOUR = 3600.0
 
 TOKEN_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+CAPACITY_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
 BYTE_SUFFIXES = {
     "b": 1,
     "kb": KB, "mb": MB, "gb": GB, "tb": TB,
@@ -103,6 +107,20 @@ def parse_tokens(text: str | int, what: str = "tokens", allow_zero: bool = False
         raise InputError(f"{what}: {text!r} is not a whole number of tokens")
     if value > 2**40:
         raise InputError(f"{what}: {text!r} tokens is absurdly large (limit 2^40)")
+    return int(value)
+
+
+def parse_token_capacity(text: str | int, what: str = "capacity") -> int:
+    """Parse a cache capacity in tokens, decimal: ``3m`` = 3,000,000, ``500k`` = 500,000 -> tokens [int]."""
+    m = _TOKENS_RE.match(str(text))
+    if not m:
+        raise InputError(f"{what}: cannot read {text!r} as a token count (examples: 3m = 3,000,000, 500k, 20000)")
+    value = float(m.group(1)) * CAPACITY_SUFFIXES[m.group(2).lower()]
+    _finite_positive(value, what)
+    if value != int(value):
+        raise InputError(f"{what}: {text!r} is not a whole number of tokens")
+    if value > 2**50:
+        raise InputError(f"{what}: {text!r} tokens is absurdly large (limit 2^50)")
     return int(value)
 
 

@@ -48,3 +48,13 @@ def test_formatting():
     assert units.fmt_percent(0.651) == "65.1%"
     assert units.fmt_count(float("inf")) == "inf"
     assert not math.isnan(units.GB)
+
+
+def test_cache_capacities_are_decimal():
+    # Mooncake's "3 M tokens" cache is 3,000,000 tokens (only that reproduces its 31.5% hit rate)
+    assert units.parse_token_capacity("3m") == 3_000_000
+    assert units.parse_token_capacity("500k") == 500_000
+    assert units.parse_token_capacity("20000") == 20_000
+    for bad in ("-3m", "0", "nan", "3q", "1.5"):
+        with pytest.raises(InputError):
+            units.parse_token_capacity(bad)
