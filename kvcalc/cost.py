@@ -47,54 +47,48 @@ class CostInputs:
     sources: dict = field(default_factory=dict)
 
 
-def _per_request(inp: CostInputs, groups, strategy: str):
-    """[(class, cached tokens, count, prefill FLOPs per request)]."""
-    out = []
-    for (ci, cached), count in sorted(strategies.cached_prefixes(inp.workload, strategy, inp.warm).items()):
-        ctx = inp.workload.classes[ci].context_tokens
-        flops = compute.prefill_flops(inp.model, groups, cached, ctx - cached, inp.attention_flops)
-        out.append((ci, cached, count, flops))
-    return out
-
-
-def roofline_decode_tokens_per_s(inp: CostInputs, groups) -> float:
-    """Per-request decode rate of the whole workload decoding as one batch, at mid-generation [tok/s]."""
-    w, m, hw = inp.workload, inp.model, inp.hardware
-    n = w.requests
+def roofline_decode_tokens_per_s(inp: CostInputs, groups, mix: strategies.RequestMix) -> float:
+    """Per-request decode rate of all requests decoding as one batch, at mid-generation [tok/s]."""
+    m, hw = inp.model, inp.hardware
+    n = sum(s.count for s in mix.slices)
     flops = n * 2.0 * m.params_active
     weights_read = min(m.params_total, n * m.params_active) * m.weight_bytes_per_param
-    kv_read = sum(c.count * read_bytes(groups, c.context_tokens + c.output_tokens // 2) for c in w.classes)
+    kv_read = sum(s.count * read_bytes(groups, s.context_tokens + s.output_tokens // 2) for s in mix.slices)
     t_compute, t_memory = compute.decode_step_s(flops, weights_read + kv_read, inp.gpus, inp.peak_flops_per_gpu,
                                                 inp.mfu_decode, hw.hbm_bandwidth_bytes_per_s,
                                                 inp.hbm_bandwidth_utilization)
     return 1.0 / max(t_compute, t_memory)
 
 
-def strategy_row(inp: CostInputs, strategy: str) -> tuple[dict, list[dict]]:
-    """The raw figures of one strategy -> (row, per-class rows)."""
+def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None = None
+                 ) -> tuple[dict, list[dict]]:
+    """The raw figures of one strategy -> (row, per-class rows). ``mix`` defaults to the workload's."""
     groups = att.resolve_groups(inp.model, inp.kv_options)
-    w = inp.workload
-    n = w.requests
-    parts = _per_request(inp, groups, strategy)
-    input_tokens = sum(c.count * c.context_tokens for c in w.classes)
-    output_tokens = sum(c.count * c.output_tokens for c in w.classes)
-    reused = sum(cached * count for _, cached, count, _ in parts)
-    flops = sum(f * count for _, _, count, f in parts)
+    mix = mix or strategies.workload_mix(inp.workload, strategy, inp.warm)
+    sl = mix.slices
+    n = sum(s.count for s in sl)
+    input_tokens = sum(s.count * s.context_tokens for s in sl)
+    output_tokens = sum(s.count * s.output_tokens for s in sl)
+    reused = sum(s.count * s.cached_tokens for s in sl)
+    flops_each = [compute.prefill_flops(inp.model, groups, s.cached_tokens, s.context_tokens - s.cached_tokens,
+                                        inp.attention_flops) for s in sl]
+    flops = sum(f * s.count for f, s in zip(flops_each, sl))
     node_flops_per_s = inp.gpus * inp.peak_flops_per_gpu * inp.mfu_prefill
     prefill_s = flops / node_flops_per_s
-    ttft = {ci: [] for ci in range(len(w.classes))}
-    for ci, _, count, f in parts:
-        ttft[ci] += [f / (node_flops_per_s / n)] * count
-    all_ttft = [t for ts in ttft.values() for t in ts]
+    per_request_share = node_flops_per_s / n          # the article's even split of compute
+    ttft_sum = {label: 0.0 for label in mix.labels}
+    ttft_n = {label: 0 for label in mix.labels}
+    for f, s in zip(flops_each, sl):
+        ttft_sum[s.label] += s.count * f / per_request_share
+        ttft_n[s.label] += s.count
 
     paged = sum(paged_bytes_per_token(g) for g in groups)
-    kv_all = sum(c.count * request_bytes(groups, c.context_tokens) for c in w.classes)
-    prefix_cache = strategies.prefix_cache_tokens(w) * paged if strategy == "prefix-tree" else 0.0
-    kv_stored = kv_all - reused * paged + (prefix_cache if inp.warm and strategy == "prefix-tree" else 0.0)
-    share = (sum(c.count * per_gpu_request_bytes(groups, c.context_tokens, inp.gpus) for c in w.classes) / kv_all)
+    kv_all = sum(s.count * request_bytes(groups, s.context_tokens) for s in sl)
+    kv_stored = kv_all - reused * paged + mix.extra_cache_tokens * paged
+    share = sum(s.count * per_gpu_request_bytes(groups, s.context_tokens, inp.gpus) for s in sl) / kv_all
     budget_gpu = max(0.0, inp.hardware.hbm_bytes * inp.hbm_utilization - inp.model.weight_bytes / inp.gpus)
     kv_gpu = kv_stored * share
-    roof = roofline_decode_tokens_per_s(inp, groups) if groups[0].kind != "flat" else None
+    roof = roofline_decode_tokens_per_s(inp, groups, mix) if groups[0].kind != "flat" else None
     tps = inp.decode_tokens_per_s if inp.decode_tokens_per_s is not None else roof
     decode_s = output_tokens / (tps * n)
     node_usd_per_s = inp.gpus * inp.usd_per_gpu_hour / SECONDS_PER_HOUR
@@ -105,8 +99,9 @@ def strategy_row(inp: CostInputs, strategy: str) -> tuple[dict, list[dict]]:
         "workload": inp.workload_name, "requests": n, "input_tokens": input_tokens, "output_tokens": output_tokens,
         "prefill_tokens": input_tokens - reused, "reused_tokens": reused, "hit_rate": reused / input_tokens,
         "prefill_flops": flops, "prefill_time_s": prefill_s,
-        "ttft_mean_s": sum(all_ttft) / n, "ttft_max_s": max(all_ttft),
-        "kv_stored_bytes": kv_stored, "prefix_cache_bytes": prefix_cache,
+        "ttft_mean_s": sum(ttft_sum.values()) / n,
+        "ttft_max_s": max(f / per_request_share for f in flops_each),
+        "kv_stored_bytes": kv_stored, "prefix_cache_bytes": mix.prefix_cache_tokens * paged,
         "kv_stored_bytes_per_gpu": kv_gpu, "kv_budget_bytes_per_gpu": budget_gpu,
         "kv_spill_bytes_per_gpu": max(0.0, kv_gpu - budget_gpu), "kv_fits": kv_gpu <= budget_gpu,
         "decode_tokens_per_s": tps, "decode_tokens_per_s_roofline": roof,
@@ -118,9 +113,8 @@ def strategy_row(inp: CostInputs, strategy: str) -> tuple[dict, list[dict]]:
         "usd_per_mtok_blended": (prefill_usd + decode_usd) / (input_tokens + output_tokens) * MEGA,
         "breakeven_bandwidth_bytes_per_s": paged / prefill_s_per_token,
     }
-    class_rows = [{"strategy": strategy, "class": w.classes[ci].name, "requests": len(ts),
-                   "context_tokens": w.classes[ci].context_tokens, "ttft_mean_s": sum(ts) / len(ts)}
-                  for ci, ts in ttft.items()]
+    class_rows = [{"strategy": strategy, "class": label, "requests": ttft_n[label],
+                   "ttft_mean_s": ttft_sum[label] / ttft_n[label]} for label in mix.labels if ttft_n[label]]
     return row, class_rows
 
 
@@ -233,8 +227,7 @@ def _class_table(rows: list[dict]):
 
     return Table("classes", "TTFT per request class (compute split evenly over concurrent requests)",
                  (Column("strategy", "strategy", "text"), Column("class", "class", "text"),
-                  Column("requests", "requests", "int"), Column("context_tokens", "context", "int"),
-                  Column("ttft_mean_s", "TTFT mean", "s")), tuple(rows))
+                  Column("requests", "requests", "int"), Column("ttft_mean_s", "TTFT mean", "s")), tuple(rows))
 
 
 def delta_rows(a: dict, c: dict) -> list[dict]:
@@ -249,12 +242,14 @@ def delta_rows(a: dict, c: dict) -> list[dict]:
     return out
 
 
-def compare_result(inp: CostInputs):
-    """The ``kvcalc compare`` result: A and C side by side, deltas, per-class TTFT, assumptions."""
+def compare_result(inp: CostInputs, mixes: dict | None = None):
+    """The ``kvcalc compare`` result: A and C side by side, deltas, per-class TTFT, assumptions.
+    ``mixes`` maps strategy -> RequestMix (e.g. from a trace replay); default: the workload's."""
     from kvcalc.results import Column, Result, Table
 
-    a, ca = strategy_row(inp, "lru")
-    c, cc = strategy_row(inp, "prefix-tree")
+    mixes = mixes or {}
+    a, ca = strategy_row(inp, "lru", mixes.get("lru"))
+    c, cc = strategy_row(inp, "prefix-tree", mixes.get("prefix-tree"))
     main = Table("compare", f"A vs C on {inp.workload.display_name}: {inp.model_name} on {inp.gpus} x "
                  f"{inp.hardware_name}", tuple(Column(*x) for x in COST_COLUMNS), (a, c))
     deltas = Table("deltas", "C - A", (Column("field", "figure", "text"), Column("lru", "A lru", "auto"),

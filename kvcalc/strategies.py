@@ -10,6 +10,8 @@ some earlier request already built. Cold: each shared segment is prefilled once 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from kvcalc.workload import WorkloadPreset
 
@@ -58,3 +60,35 @@ def prefix_nodes(w: WorkloadPreset) -> list[int]:
 def prefix_cache_tokens(w: WorkloadPreset) -> int:
     """Tokens the prefix tree holds for the shared segments: sum of segment tokens x distinct copies."""
     return sum(s.tokens * k for s, k in zip(w.shared, prefix_nodes(w)))
+
+
+class Slice(NamedTuple):
+    """``count`` requests of one class with the same context, cached prefix and output [tokens]."""
+
+    label: str
+    context_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    count: int
+
+
+@dataclass(frozen=True)
+class RequestMix:
+    """What one strategy does with every request, plus the prefix cache it keeps [tokens].
+
+    ``extra_cache_tokens`` are cached tokens not already held by some request of the mix (a warm cache's
+    segments; a trace replay's cache contents); a cold prefix tree's segments live in their first request.
+    """
+
+    slices: tuple[Slice, ...]
+    prefix_cache_tokens: int
+    extra_cache_tokens: int
+    labels: tuple[str, ...]
+
+
+def workload_mix(w: WorkloadPreset, strategy: str, warm: bool = False) -> RequestMix:
+    """The request mix of a workload preset under ``strategy``."""
+    slices = tuple(Slice(w.classes[ci].name, w.classes[ci].context_tokens, cached, w.classes[ci].output_tokens, n)
+                   for (ci, cached), n in sorted(cached_prefixes(w, strategy, warm).items()))
+    cache = prefix_cache_tokens(w) if strategy == "prefix-tree" else 0
+    return RequestMix(slices, cache, cache if warm else 0, tuple(c.name for c in w.classes))
