@@ -1,6 +1,6 @@
 """Paged KV blocks: bytes per block, page padding, block-table overhead, validity and last-block waste.
 
-block bytes (unpadded) = block_tokens x paged bytes per token (``capacity.paged_bytes_per_token``: V4's
+block bytes (unpadded) = block_tokens x paged bytes per token (``paged_bytes_per_token``: V4's
 128-token sliding window lives in a separate ring and is excluded; a compressed group pages
 (entry + indexer) / ratio per token).
 Padding (models with ``page_align_bytes``): each layer's page of KV entries in a block is rounded up to a
@@ -19,7 +19,6 @@ import math
 from dataclasses import dataclass
 
 from kvcalc import attention as att
-from kvcalc.capacity import paged_bytes_per_token
 from kvcalc.schema import ModelPreset
 
 DEFAULT_BLOCK_TOKENS = (16, 32, 64, 128, 256, 512, 1024)
@@ -35,6 +34,21 @@ class BlockInputs:
     tables: int = 1
     context_tokens: int = 3200    # the article's mean request (20 x 8,000 + 80 x 2,000) / 100
     max_overhead: float = 0.01
+
+
+def paged_bytes_per_token(g: att.GroupLayout) -> float:
+    """Bytes a token adds to the group's paged KV pool [B/token].
+
+    Full/sliding/MLA groups page every token (a window only frees old blocks); a compressed group pages its
+    compressed entries (entry + indexer) / ratio; V4's window entries sit in a separate ring and are excluded.
+    """
+    if g.ratio is not None:
+        idx = g.indexer_bytes if g.indexed == "compressed" else 0
+        return g.layers * (g.entry_bytes + idx) / g.ratio
+    if g.kind == "swa":
+        return 0.0
+    idx = g.indexer_bytes if g.indexed == "dense" else 0
+    return g.layers * (g.entry_bytes + idx)
 
 
 def padded_page_bytes(page_bytes: float, align: int | None) -> float:

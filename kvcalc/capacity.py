@@ -7,7 +7,7 @@ With ``attention="dp"`` (data-parallel attention) each GPU holds whole requests 
 
 per-GPU budget = HBM x utilisation - weights / gpus - reserve
 requests that fit = floor(per-GPU budget / per-GPU KV per request) (x gpus with dp attention)
-block bytes = block_tokens x paged bytes per token; page-in = latency + block bytes / bandwidth.
+block bytes = the paged block as blocks.py computes it (padded to the kernel's page alignment); page-in = latency + block bytes / bandwidth.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from kvcalc import attention as att
 from kvcalc.kv import request_bytes
 from kvcalc.schema import HardwarePreset, LinkPreset, ModelPreset
+from kvcalc.blocks import block_bytes as paged_block_bytes
 from kvcalc.transfer import transfer_time_s
 
 
@@ -32,21 +33,6 @@ class CapacityInputs:
     attention: str = "tp"          # tp | dp
     block_tokens: int = 16
     bandwidth: str = "measured"    # measured | theoretical
-
-
-def paged_bytes_per_token(g: att.GroupLayout) -> float:
-    """Bytes a token adds to the group's paged KV pool [B/token].
-
-    Full/sliding/MLA groups page every token (a window only frees old blocks); a compressed group pages its
-    compressed entries (entry + indexer) / ratio; V4's window entries sit in a separate ring and are excluded.
-    """
-    if g.ratio is not None:
-        idx = g.indexer_bytes if g.indexed == "compressed" else 0
-        return g.layers * (g.entry_bytes + idx) / g.ratio
-    if g.kind == "swa":
-        return 0.0
-    idx = g.indexer_bytes if g.indexed == "dense" else 0
-    return g.layers * (g.entry_bytes + idx)
 
 
 def per_gpu_request_bytes(groups: list[att.GroupLayout], tokens: int, tp: int) -> float:
@@ -72,7 +58,7 @@ def capacity_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset
         max_requests = inp.gpus * math.floor(budget_gpu / kv_request)
     else:
         max_requests = math.floor(budget_gpu / kv_request_gpu)
-    block_bytes = inp.block_tokens * sum(paged_bytes_per_token(g) for g in groups)
+    block_bytes = paged_block_bytes(groups, inp.block_tokens, model.page_align_bytes)
     bw = link.bandwidth_bytes_per_s(inp.bandwidth)
     return {
         "model": name, "hardware": hw_name, "gpus": inp.gpus, "context_tokens": tokens,

@@ -85,6 +85,11 @@ def prefill_flops(model: ModelPreset, groups: list[att.GroupLayout], cached: int
     return flops
 
 
+def prefill_s_per_token(model: ModelPreset, gpus: int, peak_flops_per_gpu: float, mfu: float) -> float:
+    """Matmul-only prefill time per token: 2 x active params / (gpus x peak x MFU) [s/token]."""
+    return compute_time_s(matmul_flops(model, 1), gpus, peak_flops_per_gpu, mfu)
+
+
 def compute_time_s(flops: float, gpus: int, peak_flops_per_gpu: float, mfu: float) -> float:
     """FLOPs / (gpus x peak x MFU) [s]."""
     return flops / (gpus * peak_flops_per_gpu * mfu)

@@ -16,7 +16,9 @@ from typing import Optional
 
 from kvcalc import attention as att
 from kvcalc import compute, strategies
-from kvcalc.capacity import paged_bytes_per_token, per_gpu_request_bytes
+from kvcalc.blocks import paged_bytes_per_token
+from kvcalc.capacity import per_gpu_request_bytes
+from kvcalc.transfer import breakeven_bandwidth_bytes_per_s
 from kvcalc.kv import read_bytes, request_bytes
 from kvcalc.schema import HardwarePreset, ModelPreset
 from kvcalc.units import MEGA, SECONDS_PER_HOUR
@@ -93,7 +95,7 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
     decode_s = output_tokens / (tps * n)
     node_usd_per_s = inp.gpus * inp.usd_per_gpu_hour / SECONDS_PER_HOUR
     prefill_usd, decode_usd = prefill_s * node_usd_per_s, decode_s * node_usd_per_s
-    prefill_s_per_token = 2.0 * inp.model.params_active / node_flops_per_s
+    per_token_s = compute.prefill_s_per_token(inp.model, inp.gpus, inp.peak_flops_per_gpu, inp.mfu_prefill)
     row = {
         "strategy": strategy, "model": inp.model_name, "hardware": inp.hardware_name, "gpus": inp.gpus,
         "workload": inp.workload_name, "requests": n, "input_tokens": input_tokens, "output_tokens": output_tokens,
@@ -111,7 +113,7 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
         "usd_per_mtok_input": prefill_usd / input_tokens * MEGA,
         "usd_per_mtok_output": decode_usd / output_tokens * MEGA if output_tokens else None,
         "usd_per_mtok_blended": (prefill_usd + decode_usd) / (input_tokens + output_tokens) * MEGA,
-        "breakeven_bandwidth_bytes_per_s": paged / prefill_s_per_token,
+        "breakeven_bandwidth_bytes_per_s": breakeven_bandwidth_bytes_per_s(paged, per_token_s),
     }
     class_rows = [{"strategy": strategy, "class": label, "requests": ttft_n[label],
                    "ttft_mean_s": ttft_sum[label] / ttft_n[label]} for label in mix.labels if ttft_n[label]]

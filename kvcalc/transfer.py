@@ -20,8 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
+from kvcalc.compute import prefill_s_per_token
 from kvcalc.schema import HardwarePreset, LinkPreset, ModelPreset
 
 DEFAULT_LINKS = ("pcie-gen5-x16", "nvlink4", "ib-ndr400", "eth-100g", "eth-10g", "nvme-gen5")
@@ -53,15 +52,11 @@ def effective_bandwidth_bytes_per_s(nbytes, time_s):
 def exposed_prefetch_s(transfer_s, overlap_s):
     """Transfer time not hidden behind an overlap window (strategy D): max(0, transfer - overlap) [s]."""
     diff = transfer_s - overlap_s
-    return np.maximum(diff, 0.0) if isinstance(diff, np.ndarray) else max(0.0, float(diff))
+    if hasattr(diff, "shape"):  # a numpy array (sweeps); numpy is imported only then
+        import numpy as np
 
-
-def prefill_s_per_token(params_active: float, gpus: int, peak_flops_per_gpu: float, mfu: float) -> float:
-    """Matmul-only prefill time per token: 2 x active params / (GPUs x peak x MFU) [s/token].
-
-    The article's model (2 FLOP per active parameter per token); the attention term is left out.
-    """
-    return 2.0 * params_active / (gpus * peak_flops_per_gpu * mfu)
+        return np.maximum(diff, 0.0)
+    return max(0.0, float(diff))
 
 
 def breakeven_bandwidth_bytes_per_s(kv_bytes_per_token, prefill_s_per_token_):
@@ -201,7 +196,7 @@ def transfer_result(model_name: str, model: ModelPreset, links: list[tuple[str, 
     from kvcalc.units import fmt_count, fmt_percent, fmt_rate, fmt_seconds
 
     opts = opts or att.KvOptions()
-    per_token = prefill_s_per_token(model.params_active, inp.gpus, hw.peak_flops("fp8"), inp.mfu)
+    per_token = prefill_s_per_token(model, inp.gpus, hw.peak_flops("fp8"), inp.mfu)
     pls = payloads(model, inp, opts)
     valid = inp.block_tokens % model.block_tokens_multiple == 0
     rows = [transfer_row(model_name, p, ln, lk, inp, per_token) | {"block_valid": valid}

@@ -71,8 +71,8 @@ def tflops_to_flops(tflops: float) -> float:
 
 
 def us_to_s(us: float) -> float:
-    """Microseconds -> seconds [s]."""
-    return us * MICRO
+    """Microseconds -> seconds [s] (divided, so 50 us is exactly 5e-05 s)."""
+    return us / 1e6
 
 
 def billions_to_count(billions: float) -> float:

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from kvcalc import attention as att
 from kvcalc import blocks, catalog
-from kvcalc.capacity import paged_bytes_per_token
+from kvcalc.blocks import paged_bytes_per_token
 
 
 def groups(name):
@@ -120,7 +120,7 @@ def test_tables_multiply_entries():
 @pytest.mark.parametrize("name", catalog.names("models"))
 @pytest.mark.parametrize("b", [16, 128, 256, 1000])
 def test_unaligned_pages_sum_to_paged_bytes_per_token(name, b):
-    # the per-group page computation agrees with capacity.paged_bytes_per_token when nothing is padded
+    # the per-group page computation agrees with blocks.paged_bytes_per_token when nothing is padded
     gs = groups(name)
     assert sum(blocks.group_block_bytes(g, b) for g in gs) == pytest.approx(
         b * sum(paged_bytes_per_token(g) for g in gs))

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from kvcalc import catalog, transfer
 from kvcalc.transfer import (TransferInputs, breakeven_bandwidth_bytes_per_s, exposed_prefetch_s,
-                             prefill_s_per_token, separate_copies_time_s, transfer_time_s)
+                             separate_copies_time_s, transfer_time_s)
+from kvcalc.compute import prefill_s_per_token
 
 PCIE5 = catalog.load_link("pcie-gen5-x16")
 
@@ -62,14 +63,14 @@ def test_exposed_prefetch():
 def test_prefill_per_token_v4_flash_8xh100():
     # 2 x 13e9 = 26e9 FLOP / (8 x 1,978.9e12 x 0.2 = 3.16624e15 FLOP/s) = 8.2116e-6 s/token
     hw = catalog.load_hardware("h100-sxm")
-    s = prefill_s_per_token(13e9, 8, hw.peak_flops("fp8"), 0.2)
+    s = prefill_s_per_token(catalog.load_model("deepseek-v4-flash"), 8, hw.peak_flops("fp8"), 0.2)
     assert s == pytest.approx(8.2116e-6, rel=1e-4)
 
 
 def test_breakeven_bandwidth_llama_70b():
     # prefill 2 x 70.6e9 / 3.16624e15 = 4.45955e-5 s/token; KV 327,680 B/token
     # break-even = 327,680 / 4.45955e-5 = 7.348e9 B/s: PCIe Gen5 (55.5 GB/s) loads faster than recompute
-    s = prefill_s_per_token(70.6e9, 8, 1978.9e12, 0.2)
+    s = prefill_s_per_token(catalog.load_model("llama-3-70b"), 8, 1978.9e12, 0.2)
     assert breakeven_bandwidth_bytes_per_s(327_680, s) == pytest.approx(7.348e9, rel=1e-3)
 
 
