@@ -47,6 +47,7 @@ class CostInputs:
     warm: bool = False
     kv_options: att.KvOptions = att.KvOptions()
     sources: dict = field(default_factory=dict)
+    workload_title: Optional[str] = None  # replaces workload.display_name (e.g. a replayed trace's)
 
 
 def roofline_decode_tokens_per_s(inp: CostInputs, groups, mix: strategies.RequestMix) -> float:
@@ -141,7 +142,7 @@ def assumptions(inp: CostInputs) -> list[dict]:
     return [
         {"assumption": "model", "value": inp.model_name, "source": inp.model.source},
         {"assumption": "hardware", "value": f"{inp.gpus} x {inp.hardware_name}", "source": inp.hardware.source},
-        {"assumption": "workload", "value": inp.workload_name, "source": inp.workload.source},
+        {"assumption": "workload", "value": inp.workload_name, "source": s.get("workload", inp.workload.source)},
         {"assumption": "peak_flops_per_gpu", "value": inp.peak_flops_per_gpu, "kind": "flops_per_s",
          "source": s.get("peak", "")},
         {"assumption": "mfu_prefill", "value": inp.mfu_prefill, "kind": "float", "source": s.get("mfu", "")},
@@ -151,10 +152,15 @@ def assumptions(inp: CostInputs) -> list[dict]:
          "source": s.get("decode", "")},
         {"assumption": "usd_per_gpu_hour", "value": inp.usd_per_gpu_hour, "kind": "usd", "source": s.get("price", "")},
         {"assumption": "prefix_cache", "value": "warm" if inp.warm else "cold",
-         "source": "cold: each shared segment prefilled once per group; warm: never"},
+         "source": s.get("prefix_cache", "cold: each shared segment prefilled once per group; warm: never")},
         {"assumption": "ttft", "value": "even split",
          "source": "the article's: aggregate compute split evenly over the concurrent requests"},
     ]
+
+
+def _workload_title(inp: CostInputs) -> str:
+    """The workload's display name (a trace's title when the trace replaced the workload)."""
+    return inp.workload_title or inp.workload.display_name
 
 
 def _inputs_echo(inp: CostInputs) -> dict:
@@ -217,7 +223,7 @@ def cost_result(inp: CostInputs, strategy: str):
     from kvcalc.results import Column, Result, Table
 
     row, classes = strategy_row(inp, strategy)
-    main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {inp.workload.display_name}",
+    main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}",
                  tuple(Column(*c) for c in COST_COLUMNS), (row,))
     return Result("cost", _inputs_echo(inp) | {"strategy": strategy}, main,
                   (_class_table(classes), _assumption_table(inp)), tuple(_explain(inp, [row])),
@@ -252,7 +258,7 @@ def compare_result(inp: CostInputs, mixes: dict | None = None):
     mixes = mixes or {}
     a, ca = strategy_row(inp, "lru", mixes.get("lru"))
     c, cc = strategy_row(inp, "prefix-tree", mixes.get("prefix-tree"))
-    main = Table("compare", f"A vs C on {inp.workload.display_name}: {inp.model_name} on {inp.gpus} x "
+    main = Table("compare", f"A vs C on {_workload_title(inp)}: {inp.model_name} on {inp.gpus} x "
                  f"{inp.hardware_name}", tuple(Column(*x) for x in COST_COLUMNS), (a, c))
     deltas = Table("deltas", "C - A", (Column("field", "figure", "text"), Column("lru", "A lru", "auto"),
                                       Column("prefix_tree", "C prefix-tree", "auto"),

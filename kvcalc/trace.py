@@ -168,6 +168,8 @@ class TraceAnalysis:
 
     stats: TraceStats
     results: tuple[ReplayResult, ...]
+    profile: LruProfile | None = None  # the LRU depth histograms, when asked for (any capacity at once)
+    first_problem: str | None = None  # "FILE:LINE: problem" of the first skipped line (skip_bad)
 
 
 # ---------------------------------------------------------------- small pure helpers
@@ -470,8 +472,11 @@ class _CacheSimulator:
         self.requests = self.input_tokens = self.reused_tokens = 0
         self.total_blocks = self.hit_blocks = self.peak_cached_blocks = 0
 
-    def add(self, hash_ids: Sequence[int], input_length: int) -> None:
-        """Replay one request: count its leading hit run, then insert/refresh its blocks in order."""
+    def add(self, hash_ids: Sequence[int], input_length: int) -> int:
+        """Replay one request: count its leading hit run, then insert/refresh its blocks in order.
+
+        Returns the request's hit blocks [blocks].
+        """
         cache = self._cache
         hit = 0
         for h in hash_ids:
@@ -496,6 +501,12 @@ class _CacheSimulator:
         self.hit_blocks += hit
         if len(cache) > self.peak_cached_blocks:
             self.peak_cached_blocks = len(cache)
+        return hit
+
+    @property
+    def cached_blocks(self) -> int:
+        """Blocks the cache holds now [blocks]."""
+        return len(self._cache)
 
     def finish(self, skipped_lines: int = 0) -> ReplayResult:
         """The result of everything replayed."""
@@ -506,13 +517,40 @@ class _CacheSimulator:
         )
 
 
+class RequestReplay(NamedTuple):
+    """What one request got from the cache in a single-capacity replay."""
+
+    request: TraceRequest
+    reused_tokens: int  # min(hit_blocks * block_tokens, input_length) [tokens]
+    hit_blocks: int  # leading blocks found in the cache [blocks]
+    cached_blocks: int  # blocks the cache holds after the request [blocks]
+
+
+def _replay_steps(sim: _CacheSimulator, requests: Iterable[TraceRequest]) -> Iterator[RequestReplay]:
+    """Feed requests through ``sim`` one at a time, yielding each request's outcome."""
+    block_tokens = sim.block_tokens
+    for request in requests:
+        hit = sim.add(request.hash_ids, request.input_length)
+        yield RequestReplay(request, min(hit * block_tokens, request.input_length), hit, sim.cached_blocks)
+
+
+def replay_per_request(requests: Iterable[TraceRequest], capacity_tokens: int | None,
+                       block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru") -> Iterator[RequestReplay]:
+    """Replay requests through one cache of ``capacity_tokens`` [tokens] (None = infinite), lazily.
+
+    Yields one :class:`RequestReplay` per request, in order (same semantics as :func:`replay`); arguments are
+    checked at the call, before the first request is read. ``requests`` may be a streaming reader.
+    """
+    return _replay_steps(_CacheSimulator(capacity_tokens, block_tokens, policy), requests)
+
+
 def replay_requests(requests: Iterable[TraceRequest], capacity_tokens: int | None,
                     block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru",
                     skipped_lines: int = 0) -> ReplayResult:
     """Replay in-memory requests through one cache of ``capacity_tokens`` [tokens] (None = infinite)."""
     sim = _CacheSimulator(capacity_tokens, block_tokens, policy)
-    for request in requests:
-        sim.add(request.hash_ids, request.input_length)
+    for _ in _replay_steps(sim, requests):
+        pass
     return sim.finish(skipped_lines)
 
 
@@ -521,8 +559,8 @@ def replay(path: str | Path, capacity_tokens: int | None, block_tokens: int = DE
     """Replay a trace file through one cache of ``capacity_tokens`` [tokens] (None = infinite)."""
     sim = _CacheSimulator(capacity_tokens, block_tokens, policy)
     reader = read_trace(path, block_tokens, skip_bad)
-    for request in reader:
-        sim.add(request.hash_ids, request.input_length)
+    for _ in _replay_steps(sim, reader):
+        pass
     return sim.finish(reader.skipped_lines)
 
 
@@ -761,19 +799,23 @@ def lru_curve(path: str | Path, capacities_tokens: Sequence[int | None], block_t
 
 def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
                   block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru",
-                  skip_bad: bool = False) -> TraceAnalysis:
+                  skip_bad: bool = False, keep_profile: bool = False) -> TraceAnalysis:
     """Statistics plus one result per capacity [tokens] (None = infinite), in one streaming pass.
 
     LRU with several capacities uses the stack-depth curve; one LRU capacity or FIFO simulates directly
-    (FIFO: one OrderedDict per capacity).
+    (FIFO: one OrderedDict per capacity). ``keep_profile`` (LRU only) always uses the stack-depth curve and
+    returns its :class:`LruProfile`, which answers capacities chosen after the pass (e.g. a grid up to the
+    working set).
     """
     _check_policy(policy)
     _check_block_tokens(block_tokens)
+    if keep_profile and policy != "lru":
+        raise InputError(f"policy: the one-pass capacity profile exists for lru only, not {policy!r}")
     for capacity in capacities_tokens:
         capacity_blocks_for(capacity, block_tokens)
     reader = read_trace(path, block_tokens, skip_bad)
     stats = _StatsAccumulator(block_tokens)
-    use_curve = policy == "lru" and len(capacities_tokens) > 1
+    use_curve = policy == "lru" and (len(capacities_tokens) > 1 or keep_profile)
     engine = _LruStackEngine(block_tokens) if use_curve else None
     sims = [] if use_curve else [_CacheSimulator(c, block_tokens, policy) for c in capacities_tokens]
     for request in reader:
@@ -783,9 +825,10 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
         for sim in sims:
             sim.add(request.hash_ids, request.input_length)
     skipped = reader.skipped_lines
-    if engine is not None:
-        profile = engine.finish(skipped)
+    profile = engine.finish(skipped) if engine is not None else None
+    if profile is not None:
         results = tuple(profile.at(c) for c in capacities_tokens)
     else:
         results = tuple(sim.finish(skipped) for sim in sims)
-    return TraceAnalysis(stats=stats.finish(skipped), results=results)
+    return TraceAnalysis(stats=stats.finish(skipped), results=results,
+                         profile=profile if keep_profile else None, first_problem=reader.first_problem)
