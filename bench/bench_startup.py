@@ -15,9 +15,21 @@ import sys
 import time
 
 BASELINE = [sys.executable, "-c", "import typer, rich, pydantic, numpy"]
+# What typer itself costs to parse a command line: one command with 17 options (as many as `compare`),
+# printing a line. Shown for context: kvcalc cannot start faster than this.
+TYPER_ALONE = [sys.executable, "-c", (
+    "import typer\n"
+    "app = typer.Typer()\n"
+    "@app.callback()\n"
+    "def root(): pass\n"
+    "@app.command()\n"
+    "def run(" + ", ".join(f"o{i}: str = 'x'" for i in range(17)) + "):\n"
+    "    print(o0)\n"
+    "app(['run', '--o0', 'y'])")]
 COMMANDS = {
     "kvcalc capacity --format json": [sys.executable, "-m", "kvcalc", "capacity", "--format", "json"],
     "kvcalc kv --format json": [sys.executable, "-m", "kvcalc", "kv", "--format", "json"],
+    "kvcalc compare --format json": [sys.executable, "-m", "kvcalc", "compare", "--format", "json"],
 }
 
 
@@ -32,8 +44,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
     args = ap.parse_args()
-    names = ["baseline", *COMMANDS]
-    cmds = {"baseline": BASELINE, **COMMANDS}
+    names = ["baseline", "typer alone (17 options)", *COMMANDS]
+    cmds = {"baseline": BASELINE, "typer alone (17 options)": TYPER_ALONE, **COMMANDS}
     for cmd in cmds.values():  # warm the file cache and drop commands that do not exist yet
         wall_s(cmd)
     times: dict[str, list[float]] = {n: [] for n in names}

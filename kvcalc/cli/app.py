@@ -1,42 +1,73 @@
-"""The ``kvcalc`` typer app: registers one small module per command; errors become one line + exit code."""
+"""The ``kvcalc`` typer app: one small module per command; errors become one line + exit code.
+
+Start-up matters (kvcalc runs inside CI loops), so :func:`main` imports and registers only the command
+being run; ``kvcalc --help`` (or no command) registers them all.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import typer
 
-from kvcalc.cli import blocks as _blocks
-from kvcalc.cli import capacity as _capacity
-from kvcalc.cli import compare as _compare
-from kvcalc.cli import cost as _cost
-from kvcalc.cli import kv as _kv
-from kvcalc.cli import presets as _presets
-from kvcalc.cli import transfer as _transfer
+HELP = ("KV-cache cost-and-capacity calculator: KV bytes from the architecture, requests that fit, "
+        "transfers, prefill cost and prefix-sharing strategies.\n\n"
+        "Examples:  kvcalc compare   |   kvcalc capacity   |   kvcalc kv deepseek-v4-flash --context 4k,1m   |   "
+        "kvcalc presets list")
 
-app = typer.Typer(
-    name="kvcalc", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-    help="KV-cache cost-and-capacity calculator: KV bytes from the architecture, requests that fit, "
-         "transfers, prefill cost and prefix-sharing strategies.\n\n"
-         "Examples:  kvcalc compare   |   kvcalc capacity   |   kvcalc kv deepseek-v4-flash --context 4k,1m   |   "
-         "kvcalc presets list",
-)
-app.command("kv")(_kv.kv)
-app.command("capacity")(_capacity.capacity)
-app.command("cost")(_cost.cost)
-app.command("compare")(_compare.compare)
-app.command("blocks")(_blocks.blocks)
-app.command("transfer")(_transfer.transfer)
-app.add_typer(_presets.app, name="presets")
+# command name -> (module, attribute); a typer.Typer attribute is a command group
+COMMANDS = {
+    "kv": ("kvcalc.cli.kv", "kv"),
+    "capacity": ("kvcalc.cli.capacity", "capacity"),
+    "cost": ("kvcalc.cli.cost", "cost"),
+    "compare": ("kvcalc.cli.compare", "compare"),
+    "blocks": ("kvcalc.cli.blocks", "blocks"),
+    "transfer": ("kvcalc.cli.transfer", "transfer"),
+    "presets": ("kvcalc.cli.presets", "app"),
+}
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """A Typer app with every command, or with just ``only`` (the one being run)."""
+    app = typer.Typer(name="kvcalc", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                      help=HELP)
+
+    @app.callback()
+    def _root():  # keeps kvcalc a command group even when one command is registered
+        pass
+
+    _root.__doc__ = HELP
+    for name, (module, attr) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        obj = getattr(importlib.import_module(module), attr)
+        if isinstance(obj, typer.Typer):
+            app.add_typer(obj, name=name)
+        else:
+            app.command(name)(obj)
+    return app
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The command named in argv (its first word), if it is one of ours."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; KvcalcError -> one line on stderr and its exit code; usage errors -> 2."""
+    import os
+
     from kvcalc.errors import KvcalcError
 
-    command = typer.main.get_command(app)
+    # pydantic looks for plugins in every installed distribution's entry points on first validation
+    # (~25 ms, more in big environments); kvcalc's presets use none.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    args = sys.argv[1:] if argv is None else list(argv)
+    command = typer.main.get_command(build_app(_command_of(args)))
     try:
-        rv = command.main(args=argv, prog_name="kvcalc", standalone_mode=False)
+        rv = command.main(args=args, prog_name="kvcalc", standalone_mode=False)
     except KvcalcError as e:
         sys.stderr.write(f"kvcalc: error: {e.message}\n")
         sys.exit(e.exit_code)
