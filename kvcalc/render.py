@@ -42,7 +42,7 @@ def format_value(col: Column, row: dict) -> str:
         "flops": units.fmt_flops, "flops_per_s": lambda x: units.fmt_rate(x, "FLOP/s"),
         "bytes_per_s": lambda x: units.fmt_rate(x, "B/s"), "tokens_per_s": lambda x: units.fmt_rate(x, "tok/s"),
         "tokens": lambda x: f"{units.fmt_count(x)} tok", "ratio": lambda x: f"{x:.3g}x",
-        "float": lambda x: f"{x:.4g}",
+        "float": lambda x: f"{x:.4g}", "round": lambda x: units.fmt_count(round(x)),
     }[col.kind]
     return fmt(v)
 

@@ -3,7 +3,7 @@
 A Result has a main table (its rows are the JSON ``results``, the CSV rows and what ``--check`` tests),
 optional extra tables (breakdowns, assumptions), derivation lines for ``--explain`` and notes.
 Column ``kind`` tells the renderer the unit: bytes, bytes_exact, s, count, int, percent, usd, flops,
-flops_per_s, bytes_per_s, tokens_per_s, float, text, bool.
+flops_per_s, bytes_per_s, tokens_per_s, float, round (a whole number after rounding), text, bool.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ COMMANDS = {
     "compare": ("kvcalc.cli.compare", "compare"),
     "blocks": ("kvcalc.cli.blocks", "blocks"),
     "transfer": ("kvcalc.cli.transfer", "transfer"),
+    "trace": ("kvcalc.cli.trace", "trace"),
     "presets": ("kvcalc.cli.presets", "app"),
 }
 

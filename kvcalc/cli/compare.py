@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt
 from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
-                                      OutputOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt, WarmOpt,
-                                      WorkloadOpt)
+                                      OutputOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt, SkipBadOpt,
+                                      TraceBlockOpt, TraceCapacityOpt, TraceOpt, WarmOpt, WorkloadOpt)
 
 
 def compare(
@@ -13,7 +13,9 @@ def compare(
     workload: WorkloadOpt = None, price_per_gpu_hour: PriceOpt = None, mfu_prefill: MfuOpt = None,
     decode_tokens_per_s: DecodeOpt = None, warm: WarmOpt = None, attention_flops: AttnOpt = None,
     requests: RequestsOpt = None, context: ContextOpt = None, output_tokens: OutputOpt = None,
-    shared_prefix: SharedOpt = None, fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
+    shared_prefix: SharedOpt = None, trace: TraceOpt = None, capacity: TraceCapacityOpt = None,
+    block_tokens: TraceBlockOpt = None, skip_bad: SkipBadOpt = False, fmt: FormatOpt = "table",
+    check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Strategy A (lru, no prefix reuse) vs C (prefix-tree) on one workload: absolute and relative deltas,
     TTFT per request class, and every assumption with its source.
@@ -27,13 +29,26 @@ def compare(
       kvcalc compare --scenario v4-flash-8xh100 --explain
 
       kvcalc compare --model llama-3-70b --hardware h200-sxm --requests 100 --context 8k --shared-prefix 2k
+
+      kvcalc compare --scenario v4-flash-8xh100 --trace trace.jsonl --capacity 3m
+
+    With --trace FILE the trace's requests replace the workload: A prefills every input token; C reuses each
+    request's measured prefix hits in an LRU cache of --capacity (default inf) with --block-tokens blocks.
     """
     from kvcalc.cli.common import check_format, emit
-    from kvcalc.cli.scenario_opts import overrides
+    from kvcalc.cli.scenario_opts import overrides, trace_flags
     from kvcalc.cost import compare_result
     from kvcalc.scenario import resolve
 
     check_format(fmt)
+    traced = trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output_tokens,
+                         shared_prefix, warm)
     o = overrides(model, hardware, gpus, workload, price_per_gpu_hour, mfu_prefill, decode_tokens_per_s, warm,
                   attention_flops, requests, context, output_tokens, shared_prefix)
-    emit(compare_result(resolve(scenario, o)), fmt, check, explain)
+    if traced is None:
+        emit(compare_result(resolve(scenario, o)), fmt, check, explain)
+        return
+    from kvcalc.trace_cost import trace_compare_result
+
+    spec, block = traced
+    emit(trace_compare_result(resolve(scenario, o), trace, spec, block, skip_bad), fmt, check, explain)

@@ -23,6 +23,11 @@ RequestsOpt = Annotated[Optional[int], typer.Option("--requests", help="number o
 ContextOpt = Annotated[Optional[str], typer.Option("--context", "-c", help="context tokens per request (4k = 4,096)", rich_help_panel=W)]
 OutputOpt = Annotated[Optional[int], typer.Option("--output-tokens", help="output tokens per request (default 500)", rich_help_panel=W)]
 SharedOpt = Annotated[Optional[list[str]], typer.Option("--shared-prefix", help="TOKENS[:GROUPS] shared prefix segment (repeatable, nested in order)", rich_help_panel=W)]
+T = "Request trace (instead of the workload)"
+TraceOpt = Annotated[Optional[str], typer.Option("--trace", help="JSONL request trace (Mooncake format): its requests replace the workload; C reuses what an LRU cache held for each request, A nothing", show_default=False, rich_help_panel=T)]
+TraceCapacityOpt = Annotated[Optional[str], typer.Option("--capacity", help="LRU cache for C: tokens (3m = 3,000,000), bytes (80GB, via the model's KV block) or inf (default: inf)", show_default=False, rich_help_panel=T)]
+TraceBlockOpt = Annotated[Optional[int], typer.Option("--block-tokens", help="tokens per hash id in the trace (default 512)", show_default=False, rich_help_panel=T)]
+SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="skip and count bad trace lines instead of stopping", rich_help_panel=T)]
 
 
 def overrides(model, hardware, gpus, workload, price, mfu, decode, warm, attention, requests, context, output,
@@ -51,3 +56,29 @@ def overrides(model, hardware, gpus, workload, price, mfu, decode, warm, attenti
     return Overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, inline_workload=inline,
                      usd_per_gpu_hour=price, mfu_prefill=parse_fraction(mfu, "--mfu-prefill") if mfu else None,
                      decode_tokens_per_s=decode, warm=warm, attention_flops=attention)
+
+
+def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm):
+    """Validate the --trace flags -> (capacity spec, block tokens) or None without --trace (InputError naming the
+    flag)."""
+    from kvcalc.errors import InputError
+    from kvcalc.units import check_positive
+
+    if trace is None:
+        for flag, value in (("--capacity", capacity), ("--block-tokens", block_tokens),
+                            ("--skip-bad", skip_bad or None)):
+            if value is not None:
+                raise InputError(f"{flag}: only with --trace FILE")
+        return None
+    if workload or requests is not None or context is not None or output is not None or shared:
+        raise InputError("--trace: the trace replaces the workload; drop --workload and the inline workload flags")
+    if warm is not None:
+        raise InputError("--warm/--cold: not used with --trace (the replayed cache starts empty and fills "
+                         "as the trace runs)")
+    if block_tokens is not None:
+        check_positive(block_tokens, "--block-tokens")
+    from kvcalc.trace import DEFAULT_BLOCK_TOKENS  # numpy: only on the trace path
+    from kvcalc.trace_report import parse_capacity
+
+    return (parse_capacity(capacity if capacity is not None else "inf", "--capacity"),
+            block_tokens or DEFAULT_BLOCK_TOKENS)

@@ -1,0 +1,79 @@
+"""``kvcalc trace``: replay a Mooncake-format request trace; prefix-cache hit rate per capacity, or a curve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt,
+                               MtpOpt)
+
+R = "Replay"
+
+
+def trace(
+    file: Annotated[Path, typer.Argument(help="JSONL trace: one {timestamp (ms), input_length, output_length, "
+                                         "hash_ids} object per line (Mooncake format); read as a stream",
+                                         show_default=False)],
+    block_tokens: Annotated[int, typer.Option("--block-tokens", "-b", help="tokens per hash id in the trace "
+                                              "(Mooncake: 512; Qwen Bailian: 16)", rich_help_panel=R)] = 512,
+    capacity: Annotated[Optional[str], typer.Option(
+        "--capacity", help="cache capacities, comma-separated: tokens, decimal (3m = 3,000,000), bytes with a unit "
+        "(80GB = 80e9 B, 80GiB; needs --model) or inf (default: 3m,10m,20m,inf; with --curve: only the curve)",
+        show_default=False, rich_help_panel=R)] = None,
+    policy: Annotated[str, typer.Option("--policy", help="lru (refresh on every hit) | fifo (never refresh)",
+                                        rich_help_panel=R)] = "lru",
+    curve: Annotated[bool, typer.Option("--curve", help="hit rate vs capacity: a geometric grid of capacities up to "
+                                        "the trace's working set, all from one LRU pass (lru only)",
+                                        rich_help_panel=R)] = False,
+    curve_points: Annotated[Optional[int], typer.Option(
+        "--curve-points", help="points of the --curve grid (implies --curve; default 20)", show_default=False,
+        rich_help_panel=R)] = None,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="skip and count bad lines instead of stopping at the "
+                                           "first one", rich_help_panel=R)] = False,
+    model: Annotated[Optional[str], typer.Option(
+        "--model", "-m", help="model preset or TOML path: converts byte capacities to tokens via its KV bytes per "
+        "block, and shows the bytes each capacity holds", show_default=False, rich_help_panel="KV layout")] = None,
+    kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
+    mtp: MtpOpt = False, fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
+):
+    """Replay a request trace through a prefix cache: hit rate per capacity, or a hit-rate curve.
+
+    Token and block hit rates per capacity, plus the trace's own figures: requests, duration, input and output
+    lengths (mean, percentiles) and its maximum hit rate (infinite cache).
+
+    Semantics (B = --block-tokens): requests replay in file order; a request reuses the longest run of its
+    leading hash ids already cached when it arrives, reused tokens = min(hit blocks x B, input length); then
+    its blocks are inserted or refreshed (lru) in order, evicting beyond floor(capacity / B) whole blocks.
+    A bad line stops with FILE:LINE (or is counted with --skip-bad); an empty trace is an error.
+
+    Examples:
+
+      kvcalc trace ../shared/traces/mooncake_synthetic_trace.jsonl    (if you have the shared folder)
+
+      kvcalc trace trace.jsonl --capacity 3m,10m,inf --format json --check 'token_hit_rate >= 0.3'
+
+      kvcalc trace trace.jsonl --curve --curve-points 30 --model deepseek-v4-flash
+
+      kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
+    """
+    from kvcalc import catalog
+    from kvcalc.cli.common import check_format, emit, kv_options
+    from kvcalc.trace_report import DEFAULT_CAPACITIES, DEFAULT_CURVE_POINTS, TraceInputs, parse_capacity_list
+    from kvcalc.trace_report import trace_result
+    from kvcalc.units import check_positive
+
+    check_format(fmt)
+    opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
+    check_positive(block_tokens, "--block-tokens")
+    if curve_points is not None:
+        check_positive(curve_points, "--curve-points")
+    use_curve = curve or curve_points is not None
+    specs = parse_capacity_list(capacity, "--capacity") if capacity is not None else (
+        [] if use_curve else parse_capacity_list(DEFAULT_CAPACITIES))
+    inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,
+                      curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad)
+    loaded = (catalog.name_of(model), catalog.load_model(model)) if model else None
+    emit(trace_result(inp, loaded, opts), fmt, check, explain)

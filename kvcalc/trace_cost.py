@@ -1,0 +1,134 @@
+"""Cost from a trace: the trace's requests and measured prefix reuse feed strategies A and C of the cost model.
+
+One streaming pass replays the trace through a single LRU cache of capacity C (:func:`trace.replay_per_request`,
+the semantics of :mod:`kvcalc.trace`). Then:
+
+- A ``lru``: every request prefills its whole input (cached tokens 0), as A does on a workload.
+- C ``prefix-tree``: every request reuses what the LRU cache held for it when it arrived (its measured
+  reused tokens at capacity C; default an infinite cache, i.e. the trace's maximum).
+- C's prefix cache = the cache's peak content, ``peak_cached_blocks x block_tokens`` tokens, counted both as
+  ``prefix_cache_tokens`` and as ``extra_cache_tokens``: the cache is held beside the requests.
+- Requests are grouped into slices of equal (input, reused, output) tokens, so the mix stays small; each slice
+  is labelled by input length (:data:`INPUT_CLASSES`, K = 1,024 tokens), which gives the per-class TTFT table.
+- The trace replaces the scenario's workload; its timing is not simulated: all requests are one concurrent
+  batch, as for workloads (the model's even split of compute).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from kvcalc import trace as tr
+from kvcalc.errors import InputError
+from kvcalc.strategies import RequestMix, Slice
+
+INPUT_CLASSES = ((4096, "input <= 4K"), (16384, "input 4K-16K"), (65536, "input 16K-64K"), (None, "input > 64K"))
+
+
+def input_class(input_length: int) -> str:
+    """The class label of a request of ``input_length`` [tokens]: bucketed at 4K, 16K and 64K (K = 1,024)."""
+    for bound, label in INPUT_CLASSES:
+        if bound is None or input_length <= bound:
+            return label
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class TraceMixes:
+    """The two request mixes of a trace and what the replay measured."""
+
+    lru: RequestMix
+    prefix_tree: RequestMix
+    capacity_tokens: Optional[int]  # [tokens]; None = infinite
+    block_tokens: int  # [tokens]
+    requests: int
+    input_tokens: int  # [tokens]
+    reused_tokens: int  # [tokens]
+    peak_cached_blocks: int  # [blocks]
+    skipped_lines: int
+    first_problem: Optional[str]
+
+
+def _mix(counts: Counter, cache_tokens: int) -> RequestMix:
+    """Slices sorted by class then lengths; labels in class order (only those present)."""
+    order = {label: i for i, (_, label) in enumerate(INPUT_CLASSES)}
+    slices = tuple(Slice(label, context, cached, output, n)
+                   for (label, context, cached, output), n in sorted(counts.items(), key=lambda kv: (order[kv[0][0]],
+                                                                                                      kv[0][1:])))
+    labels = tuple(label for _, label in INPUT_CLASSES if any(s.label == label for s in slices))
+    return RequestMix(slices, cache_tokens, cache_tokens, labels)
+
+
+def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: int = tr.DEFAULT_BLOCK_TOKENS,
+                skip_bad: bool = False) -> TraceMixes:
+    """Stream the trace once through an LRU cache of ``capacity_tokens`` [tokens] (None = infinite) -> mixes."""
+    reader = tr.read_trace(path, block_tokens, skip_bad)
+    lru: Counter = Counter()
+    tree: Counter = Counter()
+    peak = requests = input_tokens = reused = 0
+    for step in tr.replay_per_request(reader, capacity_tokens, block_tokens, "lru"):
+        r = step.request
+        label = input_class(r.input_length)
+        lru[(label, r.input_length, 0, r.output_length)] += 1
+        tree[(label, r.input_length, step.reused_tokens, r.output_length)] += 1
+        peak = max(peak, step.cached_blocks)
+        requests += 1
+        input_tokens += r.input_length
+        reused += step.reused_tokens
+    if input_tokens == 0:
+        raise InputError(f"{path}: the trace's requests have no input tokens: nothing to prefill or reuse")
+    return TraceMixes(lru=_mix(lru, 0), prefix_tree=_mix(tree, peak * block_tokens), capacity_tokens=capacity_tokens,
+                      block_tokens=block_tokens, requests=requests, input_tokens=input_tokens, reused_tokens=reused,
+                      peak_cached_blocks=peak, skipped_lines=reader.skipped_lines, first_problem=reader.first_problem)
+
+
+def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = tr.DEFAULT_BLOCK_TOKENS,
+                         skip_bad: bool = False):
+    """``kvcalc compare --trace``: A vs C on the scenario's model and hardware with the trace's requests.
+
+    ``inp`` is the resolved scenario (cost.CostInputs); ``capacity`` a trace_report.CapacitySpec (tokens, bytes
+    converted with the scenario's model, or infinite).
+    """
+    from kvcalc.cost import compare_result
+    from kvcalc.trace_report import block_bytes_of, conversion_line, resolve_capacities
+    from kvcalc.units import fmt_count, fmt_percent
+
+    block = block_bytes_of(inp.model_name, inp.model, block_tokens, inp.kv_options)
+    cap = resolve_capacities([capacity], block_tokens, block)[0]
+    m = trace_mixes(path, cap.tokens, block_tokens, skip_bad)
+    name = Path(path).name
+    cap_text = "infinite" if cap.tokens is None else f"{cap.spec.text} = {fmt_count(cap.tokens)} tokens"
+    traced = dataclasses.replace(
+        inp, workload_name=name, workload_title=f"trace {name} (LRU cache {cap_text})", warm=False,
+        sources=inp.sources | {
+            "workload": f"request trace {path}: {m.requests:,} requests, {fmt_count(m.input_tokens)} input tokens "
+                        f"(replaces the scenario's workload {inp.workload_name})",
+            "prefix_cache": f"measured: LRU replay of the trace, {block_tokens}-token blocks, cache {cap_text}, "
+                            "empty at the start"})
+    result = compare_result(traced, {"lru": m.lru, "prefix-tree": m.prefix_tree})
+    notes = [
+        f"the trace replaced the scenario's workload ({inp.workload_name}); its timing is not simulated: all "
+        f"{m.requests:,} requests are treated as one concurrent batch, as for workloads",
+        f"C reuses what an LRU cache ({cap_text}) held for each request when it arrived: "
+        f"{fmt_count(m.reused_tokens)} of {fmt_count(m.input_tokens)} input tokens "
+        f"({fmt_percent(m.reused_tokens / m.input_tokens)}); A reuses nothing",
+        f"C's KV held includes the cache's peak content ({fmt_count(m.peak_cached_blocks)} blocks = "
+        f"{fmt_count(m.peak_cached_blocks * block_tokens)} tokens) beside the requests",
+        "classes: requests bucketed by input length at 4K, 16K and 64K tokens (K = 1,024)",
+    ]
+    explain = []
+    if cap.spec.bytes is not None:
+        from kvcalc.trace_report import block_line
+
+        explain += [block_line(block), conversion_line(cap, block)]
+        notes.append(f"capacity {conversion_line(cap, block)}")
+    if m.skipped_lines:
+        notes.append(f"--skip-bad: skipped {m.skipped_lines:,} bad line(s); first: {m.first_problem}")
+    inputs = result.inputs | {"trace": str(path), "capacity": cap.spec.text,
+                              "capacity_tokens": cap.tokens, "block_tokens": block_tokens, "skip_bad": skip_bad}
+    return dataclasses.replace(result, inputs=inputs, notes=result.notes + tuple(notes),
+                               explain=tuple(explain) + result.explain)
