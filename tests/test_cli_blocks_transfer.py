@@ -1,13 +1,12 @@
 """``kvcalc blocks`` and ``kvcalc transfer`` through the CLI: JSON fields, exit codes, user link files."""
 
-import io
 import json
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
+from conftest import run_cli
 from kvcalc import catalog, render
 from kvcalc.transfer import TransferInputs, transfer_result
 from kvcalc.units import us_to_s
@@ -15,16 +14,8 @@ from kvcalc.units import us_to_s
 
 def run(*args):
     """Run ``kvcalc ARGS`` in-process -> (exit code, stdout, stderr)."""
-    from kvcalc.cli.app import main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            main(list(args))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    return code, out.getvalue(), err.getvalue()
+    r = run_cli(*args)
+    return r.code, r.out, r.err
 
 
 def run_json(*args):
