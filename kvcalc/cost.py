@@ -123,10 +123,8 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
 
 COST_COLUMNS = (
     ("strategy", "strategy", "text"), ("prefill_tokens", "prefill tokens", "int"),
-    ("reused_tokens", "reused", "int"), ("hit_rate", "hit rate", "percent"),
-    ("prefill_flops", "prefill FLOPs", "flops"), ("prefill_time_s", "prefill", "s"),
-    ("ttft_mean_s", "TTFT mean", "s"), ("kv_stored_bytes", "KV held", "bytes"),
-    ("decode_tokens_per_s", "decode/req", "tokens_per_s"),
+    ("hit_rate", "hit rate", "percent"), ("prefill_flops", "prefill FLOPs", "flops"),
+    ("prefill_time_s", "prefill", "s"), ("kv_stored_bytes", "KV held", "bytes"),
     ("usd_per_mtok_input", "$/M in", "usd"), ("usd_per_mtok_output", "$/M out", "usd"),
     ("usd_per_mtok_blended", "$/M blended", "usd"),
 )

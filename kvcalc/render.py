@@ -143,11 +143,14 @@ def print_tables(result: Result, console, explain: bool = False, extra: bool = T
     for t in (result.main, *(result.extra if extra else ())):
         rt = RichTable(title=t.title, title_justify="left")
         cells = [[format_value(c, r) for c in t.columns] for r in t.rows]
+        widest = [max((len(row[i]) for row in cells), default=0) for i in range(len(t.columns))]
+        heads = [max(len(w) for w in c.title.split()) for c in t.columns]
+        # keep numbers on one line when the whole table fits; else let rich wrap them at spaces
+        fits = sum(max(w, h) + 3 for w, h in zip(widest, heads)) + 8 <= console.width
         for i, c in enumerate(t.columns):
             text = c.kind == "text"
-            widest = max((len(row[i]) for row in cells), default=0)
             rt.add_column(c.title, justify="left" if text else "right", overflow="fold",
-                          min_width=None if text else widest)
+                          min_width=widest[i] if fits and not text else None)
         for row in cells:
             rt.add_row(*row)
         console.print(rt)
