@@ -20,7 +20,7 @@ from kvcalc.blocks import paged_bytes_per_token
 from kvcalc.capacity import per_gpu_request_bytes
 from kvcalc.transfer import breakeven_bandwidth_bytes_per_s
 from kvcalc.kv import read_bytes, request_bytes
-from kvcalc.schema import HardwarePreset, ModelPreset
+from kvcalc.schema import HardwarePreset, LinkPreset, ModelPreset
 from kvcalc.units import MEGA, SECONDS_PER_HOUR
 from kvcalc.workload import WorkloadPreset
 
@@ -47,6 +47,9 @@ class CostInputs:
     warm: bool = False
     kv_options: att.KvOptions = att.KvOptions()
     sources: dict = field(default_factory=dict)
+    pd_link_name: Optional[str] = None   # prefill -> decode link (disaggregated serving)
+    pd_link: Optional[LinkPreset] = None
+    pd_overlap_s: Optional[float] = None
     workload_title: Optional[str] = None  # replaces workload.display_name (e.g. a replayed trace's)
 
 
@@ -115,7 +118,12 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
         "usd_per_mtok_output": decode_usd / output_tokens * MEGA if output_tokens else None,
         "usd_per_mtok_blended": (prefill_usd + decode_usd) / (input_tokens + output_tokens) * MEGA,
         "breakeven_bandwidth_bytes_per_s": breakeven_bandwidth_bytes_per_s(paged, per_token_s),
+        "kv_handoff_bytes": kv_all - reused * paged,
     }
+    if inp.pd_link is not None:
+        from kvcalc.disagg import handoff_fields
+
+        row |= handoff_fields(row, inp.pd_link_name, inp.pd_link, inp.pd_overlap_s)
     class_rows = [{"strategy": strategy, "class": label, "requests": ttft_n[label],
                    "ttft_mean_s": ttft_sum[label] / ttft_n[label]} for label in mix.labels if ttft_n[label]]
     return row, class_rows
@@ -151,9 +159,20 @@ def assumptions(inp: CostInputs) -> list[dict]:
         {"assumption": "usd_per_gpu_hour", "value": inp.usd_per_gpu_hour, "kind": "usd", "source": s.get("price", "")},
         {"assumption": "prefix_cache", "value": "warm" if inp.warm else "cold",
          "source": s.get("prefix_cache", "cold: each shared segment prefilled once per group; warm: never")},
+        {"assumption": "pd_link", "value": inp.pd_link_name or "none (colocated)",
+         "source": s.get("pd", "prefill and decode share the GPUs: no KV hand-off")},
         {"assumption": "ttft", "value": "even split",
          "source": "the article's: aggregate compute split evenly over the concurrent requests"},
     ]
+
+
+def _pd_tables(inp: CostInputs, rows: list[dict]) -> tuple:
+    """The disaggregation table when the scenario names a prefill -> decode link, else nothing."""
+    if inp.pd_link is None:
+        return ()
+    from kvcalc.disagg import pd_table
+
+    return (pd_table(rows),)
 
 
 def _workload_title(inp: CostInputs) -> str:
@@ -224,7 +243,8 @@ def cost_result(inp: CostInputs, strategy: str):
     main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}",
                  tuple(Column(*c) for c in COST_COLUMNS), (row,))
     return Result("cost", _inputs_echo(inp) | {"strategy": strategy}, main,
-                  (_class_table(classes), _assumption_table(inp)), tuple(_explain(inp, [row])),
+                  (_class_table(classes), *_pd_tables(inp, [row]), _assumption_table(inp)),
+                  tuple(_explain(inp, [row])),
                   tuple(_notes(inp, [row])))
 
 
@@ -262,5 +282,6 @@ def compare_result(inp: CostInputs, mixes: dict | None = None):
                                       Column("prefix_tree", "C prefix-tree", "auto"),
                                       Column("delta", "C - A", "auto"),
                                       Column("relative", "relative", "percent")), tuple(delta_rows(a, c)))
-    return Result("compare", _inputs_echo(inp), main, (deltas, _class_table(ca + cc), _assumption_table(inp)),
+    return Result("compare", _inputs_echo(inp), main,
+                  (deltas, _class_table(ca + cc), *_pd_tables(inp, [a, c]), _assumption_table(inp)),
                   tuple(_explain(inp, [a, c])), tuple(_notes(inp, [a, c])))

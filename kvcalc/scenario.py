@@ -25,6 +25,8 @@ class Overrides:
     warm: Optional[bool] = None
     attention_flops: Optional[bool] = None
     kv_options: KvOptions = KvOptions()
+    pd_link: Optional[str] = None
+    pd_overlap_s: Optional[float] = None
 
 
 def resolve(scenario_ref: str, o: Overrides = Overrides()) -> CostInputs:
@@ -39,6 +41,7 @@ def resolve(scenario_ref: str, o: Overrides = Overrides()) -> CostInputs:
         w_ref = o.workload or sc.workload
         w_name, w = catalog.name_of(w_ref), catalog.load("workloads", w_ref)
     same_hw = hw_ref == sc.hardware
+    pd_ref = o.pd_link or sc.pd_link
     if sc.peak_tflops_per_gpu is not None and same_hw:
         peak, peak_src = units.tflops_to_flops(sc.peak_tflops_per_gpu), sc.peak_source or sc.source
     else:
@@ -58,8 +61,14 @@ def resolve(scenario_ref: str, o: Overrides = Overrides()) -> CostInputs:
         decode_tokens_per_s=o.decode_tokens_per_s if o.decode_tokens_per_s is not None else sc.decode_tokens_per_s,
         mfu_decode=sc.mfu_decode, hbm_bandwidth_utilization=sc.hbm_bandwidth_utilization,
         hbm_utilization=sc.hbm_utilization, warm=o.warm if o.warm is not None else sc.warm,
-        kv_options=o.kv_options,
+        kv_options=o.kv_options, pd_link_name=catalog.name_of(pd_ref) if pd_ref else None,
+        pd_link=catalog.load_link(pd_ref) if pd_ref else None,
+        pd_overlap_s=o.pd_overlap_s if o.pd_overlap_s is not None else
+        (units.us_to_s(sc.pd_overlap_us) if sc.pd_overlap_us is not None else None),
         sources={"peak": peak_src, "price": price_src,
                  "mfu": "--mfu-prefill" if o.mfu_prefill is not None else sc.mfu_source,
+                 "pd": ("--pd-link" if o.pd_link else "the scenario") + ": prefill and decode on separate nodes; "
+                       "overlap " + ("given" if (o.pd_overlap_s is not None or sc.pd_overlap_us is not None)
+                                     else "= one decode step"),
                  "decode": "--decode-tokens-per-s" if o.decode_tokens_per_s is not None else
                  (sc.decode_source or "roofline")})

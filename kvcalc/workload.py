@@ -94,7 +94,10 @@ class ScenarioPreset(_Strict):
     hbm_bandwidth_utilization: Fraction = 0.9
     hbm_utilization: Fraction = 0.9
     warm: bool = False
-    kv_link: str = "pcie-gen5-x16"
+    pd_link: Optional[str] = Field(None, description="link preset from prefill to decode nodes (disaggregated "
+                                   "serving); absent = prefill and decode on the same GPUs")
+    pd_overlap_us: Optional[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(
+        None, description="window a speculative prefetch hides the hand-off behind [us]; default one decode step")
 
 
 PRESET_KINDS = {"workloads": WorkloadPreset, "scenarios": ScenarioPreset}

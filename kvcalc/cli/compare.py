@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt
+from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt,
+                               MtpOpt)
 from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
-                                      OutputOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt, SkipBadOpt,
-                                      TraceBlockOpt, TraceCapacityOpt, TraceOpt, WarmOpt, WorkloadOpt)
+                                      OutputOpt, PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt,
+                                      SharedOpt, SkipBadOpt, TraceBlockOpt, TraceCapacityOpt, TraceOpt, WarmOpt,
+                                      WorkloadOpt)
 
 
 def compare(
     scenario: ScenarioOpt = "article", model: ModelOpt = None, hardware: HardwareOpt = None, gpus: GpusOpt = None,
     workload: WorkloadOpt = None, price_per_gpu_hour: PriceOpt = None, mfu_prefill: MfuOpt = None,
     decode_tokens_per_s: DecodeOpt = None, warm: WarmOpt = None, attention_flops: AttnOpt = None,
-    requests: RequestsOpt = None, context: ContextOpt = None, output_tokens: OutputOpt = None,
+    pd_link: PdLinkOpt = None, pd_overlap_us: PdOverlapOpt = None, requests: RequestsOpt = None, context: ContextOpt = None, output_tokens: OutputOpt = None,
     shared_prefix: SharedOpt = None, trace: TraceOpt = None, capacity: TraceCapacityOpt = None,
-    block_tokens: TraceBlockOpt = None, skip_bad: SkipBadOpt = False, fmt: FormatOpt = "table",
+    block_tokens: TraceBlockOpt = None, skip_bad: SkipBadOpt = False, kv_dtype: KvDtypeOpt = None,
+    mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None, mtp: MtpOpt = False,
+    fmt: FormatOpt = "table",
     check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Strategy A (lru, no prefix reuse) vs C (prefix-tree) on one workload: absolute and relative deltas,
@@ -32,10 +36,12 @@ def compare(
 
       kvcalc compare --scenario v4-flash-8xh100 --trace trace.jsonl --capacity 3m
 
+      kvcalc compare --scenario v4-flash-8xh100 --pd-link ib-ndr400
+
     With --trace FILE the trace's requests replace the workload: A prefills every input token; C reuses each
     request's measured prefix hits in an LRU cache of --capacity (default inf) with --block-tokens blocks.
     """
-    from kvcalc.cli.common import check_format, emit
+    from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.cli.scenario_opts import overrides, trace_flags
     from kvcalc.cost import compare_result
     from kvcalc.scenario import resolve
@@ -43,8 +49,11 @@ def compare(
     check_format(fmt)
     traced = trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output_tokens,
                          shared_prefix, warm)
-    o = overrides(model, hardware, gpus, workload, price_per_gpu_hour, mfu_prefill, decode_tokens_per_s, warm,
-                  attention_flops, requests, context, output_tokens, shared_prefix)
+    o = overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, price=price_per_gpu_hour,
+                  mfu=mfu_prefill, decode=decode_tokens_per_s, warm=warm, attention=attention_flops,
+                  requests=requests, context=context, output=output_tokens, shared=shared_prefix,
+                  pd_link=pd_link, pd_overlap_us=pd_overlap_us,
+                  kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp))
     if traced is None:
         emit(compare_result(resolve(scenario, o)), fmt, check, explain)
         return

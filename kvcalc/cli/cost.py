@@ -6,10 +6,11 @@ from typing import Annotated
 
 import typer
 
-from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt
+from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt,
+                               MtpOpt)
 from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
-                                      OutputOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt, WarmOpt,
-                                      WorkloadOpt)
+                                      OutputOpt, PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt,
+                                      SharedOpt, WarmOpt, WorkloadOpt)
 
 
 def cost(
@@ -17,8 +18,11 @@ def cost(
     scenario: ScenarioOpt = "article", model: ModelOpt = None, hardware: HardwareOpt = None, gpus: GpusOpt = None,
     workload: WorkloadOpt = None, price_per_gpu_hour: PriceOpt = None, mfu_prefill: MfuOpt = None,
     decode_tokens_per_s: DecodeOpt = None, warm: WarmOpt = None, attention_flops: AttnOpt = None,
+    pd_link: PdLinkOpt = None, pd_overlap_us: PdOverlapOpt = None,
     requests: RequestsOpt = None, context: ContextOpt = None, output_tokens: OutputOpt = None,
-    shared_prefix: SharedOpt = None, fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
+    shared_prefix: SharedOpt = None, kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None,
+    indexer_dtype: IndexerDtypeOpt = None, mtp: MtpOpt = False,
+    fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """One strategy on one scenario: prefill tokens and FLOPs, TTFT, KV held, decode speed, $ per M tokens.
 
@@ -30,7 +34,7 @@ def cost(
 
       kvcalc cost --requests 64 --context 16k --shared-prefix 4k --shared-prefix 1k:8 --format json
     """
-    from kvcalc.cli.common import check_format, emit
+    from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.cli.scenario_opts import overrides
     from kvcalc.cost import cost_result
     from kvcalc.errors import InputError
@@ -40,6 +44,9 @@ def cost(
     check_format(fmt)
     if strategy not in STRATEGIES:
         raise InputError(f"--strategy: {strategy!r} is not one of {', '.join(STRATEGIES)}")
-    o = overrides(model, hardware, gpus, workload, price_per_gpu_hour, mfu_prefill, decode_tokens_per_s, warm,
-                  attention_flops, requests, context, output_tokens, shared_prefix)
+    o = overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, price=price_per_gpu_hour,
+                  mfu=mfu_prefill, decode=decode_tokens_per_s, warm=warm, attention=attention_flops,
+                  requests=requests, context=context, output=output_tokens, shared=shared_prefix,
+                  pd_link=pd_link, pd_overlap_us=pd_overlap_us,
+                  kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp))
     emit(cost_result(resolve(scenario, o), strategy), fmt, check, explain)

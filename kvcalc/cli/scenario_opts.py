@@ -17,6 +17,8 @@ PriceOpt = Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help=
 MfuOpt = Annotated[Optional[str], typer.Option("--mfu-prefill", help="prefill MFU in (0, 1], e.g. 0.2 or 20%", rich_help_panel=P)]
 DecodeOpt = Annotated[Optional[float], typer.Option("--decode-tokens-per-s", help="decode speed per request [tok/s]", rich_help_panel=P)]
 WarmOpt = Annotated[Optional[bool], typer.Option("--warm/--cold", help="shared segments already cached (warm) or not", show_default=False, rich_help_panel=P)]
+PdLinkOpt = Annotated[Optional[str], typer.Option("--pd-link", help="prefill -> decode link preset or TOML path: disaggregated serving, shows the KV hand-off", rich_help_panel=P)]
+PdOverlapOpt = Annotated[Optional[float], typer.Option("--pd-overlap-us", help="window a speculative prefetch hides the hand-off behind [us] (default: one decode step)", rich_help_panel=P)]
 AttnOpt = Annotated[Optional[bool], typer.Option("--attention-flops/--no-attention-flops", help="count attention FLOPs in prefill", show_default=False, rich_help_panel=P)]
 W = "Inline workload (instead of --workload)"
 RequestsOpt = Annotated[Optional[int], typer.Option("--requests", help="number of requests", rich_help_panel=W)]
@@ -30,17 +32,21 @@ TraceBlockOpt = Annotated[Optional[int], typer.Option("--block-tokens", help="to
 SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="skip and count bad trace lines instead of stopping", rich_help_panel=T)]
 
 
-def overrides(model, hardware, gpus, workload, price, mfu, decode, warm, attention, requests, context, output,
-              shared):
+def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None, mfu=None, decode=None, warm=None,
+              attention=None, requests=None, context=None, output=None, shared=None, pd_link=None,
+              pd_overlap_us=None, kv_options=None):
     """Validate the flags -> scenario.Overrides (InputError naming the flag)."""
     from kvcalc.errors import InputError
     from kvcalc.scenario import Overrides
-    from kvcalc.units import check_positive, parse_fraction, parse_tokens
+    from kvcalc.attention import KvOptions
+    from kvcalc.units import check_positive, parse_fraction, parse_tokens, us_to_s
     from kvcalc.workload import inline_workload, parse_shared_prefix
 
     for flag, v in (("--gpus", gpus), ("--price-per-gpu-hour", price), ("--decode-tokens-per-s", decode)):
         if v is not None:
             check_positive(v, flag)
+    if pd_overlap_us is not None:
+        check_positive(pd_overlap_us, "--pd-overlap-us", allow_zero=True)
     inline = None
     if requests is not None or context is not None or shared:
         if workload:
@@ -55,7 +61,9 @@ def overrides(model, hardware, gpus, workload, price, mfu, decode, warm, attenti
                                  [parse_shared_prefix(s) for s in (shared or [])])
     return Overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, inline_workload=inline,
                      usd_per_gpu_hour=price, mfu_prefill=parse_fraction(mfu, "--mfu-prefill") if mfu else None,
-                     decode_tokens_per_s=decode, warm=warm, attention_flops=attention)
+                     decode_tokens_per_s=decode, warm=warm, attention_flops=attention,
+                     kv_options=kv_options or KvOptions(), pd_link=pd_link,
+                     pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None)
 
 
 def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm):
