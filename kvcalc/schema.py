@@ -1,24 +1,62 @@
-"""Pydantic models of the preset files (TOML). Unknown keys are rejected (``extra="forbid"``).
+"""The preset files (TOML) as frozen dataclasses, validated strictly by pydantic when read from a user's file.
+
+Unknown keys are rejected (``extra: forbid``); numbers carry bounds (``Bounds``) and NaN/infinity are refused.
+pydantic validates these stdlib dataclasses through a ``TypeAdapter`` (:mod:`kvcalc.catalog`), so this
+module imports no pydantic and the CLI starts fast: the shipped presets, validated by the test suite, are built
+directly with :func:`build`. A string right after a field is its description (in ``kvcalc presets schema``).
 
 Readable units appear only where the field name says which (``hbm_gb``, ``bandwidth_gb_per_s``,
 ``params_total_b`` in billions); :mod:`kvcalc.units` converts them once, in the accessors below.
 """
 
-from __future__ import annotations
-
-from typing import Annotated, Literal, Optional
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+# No ``from __future__ import annotations``: build() reads the field types as objects.
+import dataclasses
+import functools
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Annotated, Literal, Optional, Union
 
 from kvcalc import units
 
 SCHEMA_VERSION = 1
+STRICT = {"extra": "forbid", "use_attribute_docstrings": True}
 
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegInt = Annotated[int, Field(ge=0)]
-Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+class Bounds:
+    """Bounds of a number field, applied by pydantic when it validates (gt/ge/le; floats must be finite)."""
+
+    def __init__(self, gt=None, ge=None, le=None):
+        self.limits = {k: v for k, v in (("gt", gt), ("ge", ge), ("le", le)) if v is not None}
+
+    def __get_pydantic_core_schema__(self, source, handler):
+        schema = dict(handler(source))
+        schema.update(self.limits)
+        if schema.get("type") == "float":
+            schema["allow_inf_nan"] = False
+        return schema
+
+
+class Tagged:
+    """Marks a union of dataclasses as tagged by one Literal field (pydantic builds a tagged union)."""
+
+    def __init__(self, tag: str):
+        self.tag = tag
+
+    def __get_pydantic_core_schema__(self, source, handler):
+        from pydantic_core import core_schema
+
+        choices = {typing.get_args(m.__dataclass_fields__[self.tag].type)[0]: handler.generate_schema(m)
+                   for m in typing.get_args(source)}
+        return core_schema.tagged_union_schema(choices, discriminator=self.tag)
+
+
+PositiveFloat = Annotated[float, Bounds(gt=0)]
+NonNegFloat = Annotated[float, Bounds(ge=0)]
+PositiveInt = Annotated[int, Bounds(gt=0)]
+NonNegInt = Annotated[int, Bounds(ge=0)]
+Fraction = Annotated[float, Bounds(gt=0, le=1)]
+TokenCount = Annotated[int, Bounds(gt=0, le=2**40)]
 
 # Bytes per element of a full-attention KV cache, by dtype.
 KV_DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
@@ -32,95 +70,116 @@ MlaLayout = Literal["bf16", "fp8", "fp8-flashmla"]
 IndexerDtype = Literal["fp4", "fp8"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Indexer(_Strict):
+@dataclass(frozen=True)
+class Indexer:
     """A sparse-attention lightning indexer (DSA in V3.2, CSA in V4): one key per stored entry."""
 
+    __pydantic_config__ = STRICT
+    top_k: PositiveInt
+    """entries the main attention reads per decode step per layer"""
     head_dim: PositiveInt = 128
     heads: PositiveInt = 64
-    top_k: PositiveInt = Field(description="entries the main attention reads per decode step per layer")
 
 
-class FullGroup(_Strict):
+@dataclass(frozen=True)
+class FullGroup:
     """Full attention (MHA/GQA/MQA), optionally a sliding window: K and V per KV head per layer."""
 
+    __pydantic_config__ = STRICT
     kind: Literal["full"]
-    name: str = "full"
     layers: PositiveInt
     kv_heads: PositiveInt
     head_dim: PositiveInt
-    head_dim_v: Optional[PositiveInt] = Field(None, description="V head dim when it differs from K's")
-    window_tokens: Optional[PositiveInt] = Field(None, description="sliding window; None = full attention")
-    mtp: bool = Field(False, description="a multi-token-prediction layer, counted only with --mtp")
+    name: str = "full"
+    head_dim_v: Optional[PositiveInt] = None
+    """V head dim when it differs from K's"""
+    window_tokens: Optional[PositiveInt] = None
+    """sliding window: stores min(L, W) tokens; absent = full attention"""
+    mtp: bool = False
+    """a multi-token-prediction layer, counted only with --mtp"""
 
 
-class MlaGroup(_Strict):
+@dataclass(frozen=True)
+class MlaGroup:
     """Multi-head latent attention (DeepSeek V2/V3): one latent + rope key per token per layer."""
 
+    __pydantic_config__ = STRICT
     kind: Literal["mla"]
-    name: str = "mla"
     layers: PositiveInt
+    name: str = "mla"
     kv_lora_rank: PositiveInt = 512
     rope_head_dim: PositiveInt = 64
-    indexer: Optional[Indexer] = Field(None, description="DSA lightning indexer (V3.2)")
+    indexer: Optional[Indexer] = None
+    """DSA lightning indexer (V3.2)"""
     mtp: bool = False
 
 
-class CompressedGroup(_Strict):
+@dataclass(frozen=True)
+class CompressedGroup:
     """DeepSeek V4 attention: a sliding window of raw entries plus entries compressed ``ratio``:1.
 
     ratio absent = sliding-window only; ratio 4 with an indexer = CSA (sparse top-k); ratio 128 = HCA.
     """
 
+    __pydantic_config__ = STRICT
     kind: Literal["compressed"]
     name: str
     layers: PositiveInt
-    window_tokens: NonNegInt = Field(128, description="raw entries kept per layer: min(L, W); 0 = none")
+    window_tokens: NonNegInt = 128
+    """raw entries kept per layer: min(L, W); 0 = none"""
     ratio: Optional[PositiveInt] = None
-    entry_bytes: PositiveInt = Field(584, description="448 fp8 + 64 bf16 rope + 7 UE8M0 scales + 1 pad [B]")
+    entry_bytes: PositiveInt = 584
+    """448 fp8 + 64 bf16 rope + 7 UE8M0 scales + 1 pad [B]"""
     indexer: Optional[Indexer] = None
-    state_bytes_per_layer: NonNegInt = Field(0, description="fp32 compressor tail state, fixed per request [B]")
+    state_bytes_per_layer: NonNegInt = 0
+    """fp32 compressor tail state, fixed per request [B]"""
     mtp: bool = False
 
-    @model_validator(mode="after")
-    def _indexer_needs_ratio(self):
+    def __post_init__(self):
         if self.indexer is not None and self.ratio is None:
             raise ValueError("an indexer needs a compression ratio")
-        return self
 
 
-LayerGroup = Annotated[FullGroup | MlaGroup | CompressedGroup, Field(discriminator="kind")]
+LayerGroup = Annotated[Union[FullGroup, MlaGroup, CompressedGroup], Tagged("kind")]
 
 
-class ModelPreset(_Strict):
+@dataclass(frozen=True)
+class ModelPreset:
     """An LLM: parameters, weights, and its attention as layer groups (or an as-stated flat figure)."""
 
+    __pydantic_config__ = STRICT
     schema_version: Literal[1]
-    source: str = Field(min_length=1)
+    source: str
+    """where the numbers come from"""
     display_name: str
-    params_total_b: PositiveFloat = Field(description="total parameters [billions]")
-    params_active_b: PositiveFloat = Field(description="parameters active per token [billions]")
-    weight_bytes_per_param: PositiveFloat = Field(description="[B/param], e.g. 2 for BF16, 1 for FP8")
-    q_heads: Optional[PositiveInt] = Field(None, description="query heads (attention FLOPs)")
-    qk_head_dim: Optional[PositiveInt] = Field(None, description="q.k dim per head (attention FLOPs)")
-    v_head_dim: Optional[PositiveInt] = Field(None, description="v dim per head (attention FLOPs)")
+    params_total_b: PositiveFloat
+    """total parameters [billions]"""
+    params_active_b: PositiveFloat
+    """parameters active per token [billions]"""
+    weight_bytes_per_param: PositiveFloat
+    """[B/param], e.g. 2 for BF16, 1 for FP8"""
+    q_heads: Optional[PositiveInt] = None
+    """query heads (attention FLOPs)"""
+    qk_head_dim: Optional[PositiveInt] = None
+    """q.k dim per head (attention FLOPs)"""
+    v_head_dim: Optional[PositiveInt] = None
+    """v dim per head (attention FLOPs)"""
     kv_dtype: KvDtype = "bf16"
     mla_layout: MlaLayout = "bf16"
     indexer_dtype: IndexerDtype = "fp8"
     max_context_tokens: Optional[PositiveInt] = None
-    block_tokens_multiple: PositiveInt = Field(1, description="engines accept only blocks of a multiple of this")
-    page_align_bytes: Optional[PositiveInt] = Field(
-        None, description="the kernel pads each layer's page of KV entries in a block up to a multiple of this "
-        "[B] (FlashMLA: 576); indexer keys are not padded; None = no padding")
-    layer_groups: list[LayerGroup] = Field(default_factory=list)
-    as_stated_kv_bytes_per_token: Optional[PositiveFloat] = Field(
-        None, description="a flat per-token figure as some source states it (no architecture)")
+    block_tokens_multiple: PositiveInt = 1
+    """engines accept only blocks of a multiple of this many tokens"""
+    page_align_bytes: Optional[PositiveInt] = None
+    """the kernel pads each layer's page of KV entries in a block up to a multiple of this [B] (FlashMLA: 576);
+    indexer keys are not padded; absent = no padding"""
+    layer_groups: list[LayerGroup] = field(default_factory=list)
+    as_stated_kv_bytes_per_token: Optional[PositiveFloat] = None
+    """a flat per-token figure as some source states it (no architecture)"""
 
-    @model_validator(mode="after")
-    def _groups_or_flat(self):
+    def __post_init__(self):
+        if not self.source.strip():
+            raise ValueError("source: say where the numbers come from")
         if not self.layer_groups and self.as_stated_kv_bytes_per_token is None:
             raise ValueError("give layer_groups or as_stated_kv_bytes_per_token")
         if self.layer_groups and self.as_stated_kv_bytes_per_token is not None:
@@ -129,7 +188,6 @@ class ModelPreset(_Strict):
             raise ValueError("params_active_b is larger than params_total_b")
         if self.params_total_b > 1e5:
             raise ValueError("params_total_b is absurd (> 100,000 billion)")
-        return self
 
     @property
     def params_total(self) -> float:
@@ -147,21 +205,31 @@ class ModelPreset(_Strict):
         return self.params_total * self.weight_bytes_per_param
 
 
-class HardwarePreset(_Strict):
+@dataclass(frozen=True)
+class HardwarePreset:
     """One accelerator: memory, bandwidth, dense peak compute, links and price."""
 
+    __pydantic_config__ = STRICT
     schema_version: Literal[1]
-    source: str = Field(min_length=1)
+    source: str
     display_name: str
-    hbm_gb: PositiveFloat = Field(description="HBM capacity [GB = 1e9 B]")
-    hbm_bandwidth_tb_per_s: PositiveFloat = Field(description="HBM bandwidth [TB/s = 1e12 B/s]")
+    hbm_gb: PositiveFloat
+    """HBM capacity [GB = 1e9 B]"""
+    hbm_bandwidth_tb_per_s: PositiveFloat
+    """HBM bandwidth [TB/s = 1e12 B/s]"""
     bf16_dense_tflops: PositiveFloat
+    host_link: str
+    """link preset from HBM to host DRAM"""
+    usd_per_gpu_hour: PositiveFloat
+    usd_per_gpu_hour_source: str
     fp8_dense_tflops: Optional[PositiveFloat] = None
     fp4_dense_tflops: Optional[PositiveFloat] = None
-    host_link: str = Field(description="link preset from HBM to host DRAM")
-    scaleup_link: Optional[str] = Field(None, description="link preset between GPUs of one node")
-    usd_per_gpu_hour: PositiveFloat
-    usd_per_gpu_hour_source: str = Field(min_length=1)
+    scaleup_link: Optional[str] = None
+    """link preset between GPUs of one node"""
+
+    def __post_init__(self):
+        if not self.source.strip() or not self.usd_per_gpu_hour_source.strip():
+            raise ValueError("source and usd_per_gpu_hour_source: say where the numbers come from")
 
     @property
     def hbm_bytes(self) -> float:
@@ -182,22 +250,27 @@ class HardwarePreset(_Strict):
         raise AssertionError("bf16 is always set")
 
 
-class LinkPreset(_Strict):
+@dataclass(frozen=True)
+class LinkPreset:
     """A link between memory tiers or nodes (one direction): alpha-beta model."""
 
+    __pydantic_config__ = STRICT
     schema_version: Literal[1]
-    source: str = Field(min_length=1)
+    source: str
     display_name: str
-    bandwidth_gb_per_s: PositiveFloat = Field(description="theoretical, one direction [GB/s = 1e9 B/s]")
-    measured_bandwidth_gb_per_s: Optional[PositiveFloat] = Field(None, description="measured [GB/s]")
-    latency_us: NonNegFloat = Field(description="fixed cost per transfer [us]")
+    bandwidth_gb_per_s: PositiveFloat
+    """theoretical, one direction [GB/s = 1e9 B/s]"""
+    latency_us: NonNegFloat
+    """fixed cost per transfer [us]"""
+    measured_bandwidth_gb_per_s: Optional[PositiveFloat] = None
+    """measured [GB/s]"""
 
-    @model_validator(mode="after")
-    def _measured_le_theoretical(self):
+    def __post_init__(self):
+        if not self.source.strip():
+            raise ValueError("source: say where the numbers come from")
         m = self.measured_bandwidth_gb_per_s
         if m is not None and m > self.bandwidth_gb_per_s * 1.0001:
             raise ValueError("measured_bandwidth_gb_per_s exceeds the theoretical bandwidth_gb_per_s")
-        return self
 
     def bandwidth_bytes_per_s(self, which: str = "measured") -> float:
         """Bandwidth [B/s]; ``measured`` falls back to theoretical where nothing was measured."""
@@ -212,3 +285,48 @@ class LinkPreset(_Strict):
 
 
 PRESET_KINDS = {"models": ModelPreset, "hardware": HardwarePreset, "links": LinkPreset}
+
+
+# ---------------------------------------------------------------- building without validation
+
+def _strip(tp):
+    """(base type, metadata) of a possibly Annotated type."""
+    if typing.get_origin(tp) is Annotated:
+        args = typing.get_args(tp)
+        return args[0], args[1:]
+    return tp, ()
+
+
+def _build_value(tp, value):
+    base, meta = _strip(tp)
+    origin = typing.get_origin(base)
+    if origin in (Union, types.UnionType):
+        if value is None:
+            return None
+        members = [m for m in typing.get_args(base) if m is not type(None)]
+        tag = next((m.tag for m in meta if isinstance(m, Tagged)), None)
+        if tag is not None:
+            member = next(m for m in members
+                          if typing.get_args(m.__dataclass_fields__[tag].type)[0] == value[tag])
+            return build(member, value)
+        return _build_value(members[0], value)
+    if origin is list:
+        (item,) = typing.get_args(base)
+        return [_build_value(item, v) for v in value]
+    if dataclasses.is_dataclass(base):
+        return build(base, value)
+    if base is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+@functools.cache
+def _fields(cls):
+    return {f.name: f.type for f in dataclasses.fields(cls)}
+
+
+def build(cls, data: dict):
+    """Construct a preset dataclass from parsed TOML that is known to be valid (the shipped presets, which the
+    test suite validates): the same object pydantic's validation returns, without loading pydantic."""
+    types_ = _fields(cls)
+    return cls(**{k: _build_value(types_[k], v) for k, v in data.items()})

@@ -10,6 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No deadlines: a property's first example may load pydantic (~0.3 s) and CI machines are loaded;
+# speed is measured in bench/, never in tests.
+settings.register_profile("kvcalc", deadline=None)
+settings.load_profile("kvcalc")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -37,6 +43,13 @@ def run_cli(*args: str, env: dict | None = None) -> Run:
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return Run(code, out.getvalue(), err.getvalue())
+
+
+def validate_model(data: dict):
+    """A model preset from a dict, validated as a user's file is (pydantic, strict)."""
+    from kvcalc.catalog import validate
+
+    return validate("models", data, "test")
 
 
 @pytest.fixture

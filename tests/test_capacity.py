@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from kvcalc import catalog
 from kvcalc.capacity import CapacityInputs, capacity_row
+from conftest import validate_model
 from kvcalc.schema import ModelPreset
 
 
@@ -75,7 +76,7 @@ def test_reserve_and_utilisation():
 
 
 def _scaled(layers: int, params: float) -> ModelPreset:
-    return ModelPreset.model_validate(dict(
+    return validate_model(dict(
         schema_version=1, source="t", display_name="t", params_total_b=params, params_active_b=params,
         weight_bytes_per_param=2, layer_groups=[{"kind": "full", "layers": layers, "kv_heads": 8, "head_dim": 128}]))
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from kvcalc import attention as att
 from kvcalc import catalog
 from kvcalc.kv import kv_profile, long_context_bytes_per_token, read_bytes, request_bytes
+from conftest import validate_model
 from kvcalc.schema import ModelPreset
 
 
@@ -107,7 +108,7 @@ def test_decode_reads_top_k_only_for_sparse_layers():
 def _model(groups_toml: list[dict], **kw) -> ModelPreset:
     base = dict(schema_version=1, source="test", display_name="t", params_total_b=1, params_active_b=1,
                 weight_bytes_per_param=2)
-    return ModelPreset.model_validate(base | kw | {"layer_groups": groups_toml})
+    return validate_model(base | kw | {"layer_groups": groups_toml})
 
 
 def test_limit_mqa_is_gqa_with_one_kv_head():

@@ -45,6 +45,7 @@ def show(name: Annotated[str, typer.Argument(help="preset name or TOML path")], 
 
     Example: kvcalc presets show deepseek-v4-flash
     """
+    import dataclasses
     import json
 
     from kvcalc.presets_report import find
@@ -52,7 +53,7 @@ def show(name: Annotated[str, typer.Argument(help="preset name or TOML path")], 
     kind_, path, preset = find(name, _kind(kind))
     if fmt == "json":
         sys.stdout.write(json.dumps({"kind": kind_, "name": path.stem, "path": path.name,
-                                     "preset": preset.model_dump(mode="json")}, indent=2) + "\n")
+                                     "preset": dataclasses.asdict(preset)}, indent=2) + "\n")
     elif fmt == "table":
         sys.stdout.write(f"# {kind_}/{path.name}\n" + path.read_text())
     else:
@@ -82,6 +83,6 @@ def schema(kind: Annotated[str, typer.Argument(help="models | hardware | links |
     """
     import json
 
-    from kvcalc.catalog import _schema_for
+    from kvcalc.catalog import json_schema
 
-    sys.stdout.write(json.dumps(_schema_for(_kind(kind)).model_json_schema(), indent=2) + "\n")
+    sys.stdout.write(json.dumps(json_schema(_kind(kind)), indent=2) + "\n")
