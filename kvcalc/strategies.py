@@ -18,43 +18,60 @@ from kvcalc.workload import WorkloadPreset
 STRATEGIES = {"lru": "A: LRU, no prefix reuse", "prefix-tree": "C: radix prefix tree + reference counts"}
 
 
-def request_classes(w: WorkloadPreset) -> list[int]:
-    """The class index of every request, class by class [index per request]."""
-    return [ci for ci, c in enumerate(w.classes) for _ in range(c.count)]
-
-
 def group_path(w: WorkloadPreset, i: int, n: int) -> tuple[int, ...]:
     """Request i's group at every shared level: segment s with g groups -> floor(i x g / n)."""
     return tuple(i * s.groups // n for s in w.shared)
 
 
+def first_requests(w: WorkloadPreset) -> dict[int, int]:
+    """Requests that are the first of a group at some level -> the lowest such level.
+
+    Groups are contiguous (floor(i g / n) never decreases), so group k of level s starts at request
+    ceil(k n / g); a request builds a new prefix from the first level where it starts a group, and every other
+    request reuses all shared segments. O(sum of groups), however many requests.
+    """
+    n = w.requests
+    firsts: dict[int, int] = {}
+    for level, seg in enumerate(w.shared):
+        for k in range(seg.groups):
+            i = -(-k * n // seg.groups)
+            firsts[i] = min(firsts.get(i, level), level)
+    return firsts
+
+
+def _offsets(w: WorkloadPreset) -> list[int]:
+    """Cumulative shared-prefix tokens after 0, 1, ... segments."""
+    out = [0]
+    for s in w.shared:
+        out.append(out[-1] + s.tokens)
+    return out
+
+
 def cached_prefixes(w: WorkloadPreset, strategy: str, warm: bool = False) -> Counter:
     """Counter of (class index, cached tokens) over all requests [requests]."""
-    classes = request_classes(w)
-    n = len(classes)
     if strategy == "lru" or not w.shared:
-        return Counter((ci, 0) for ci in classes)
-    offsets = [0]
-    for s in w.shared:
-        offsets.append(offsets[-1] + s.tokens)
+        return Counter({(ci, 0): c.count for ci, c in enumerate(w.classes)})
+    offsets = _offsets(w)
     if warm:
-        return Counter((ci, offsets[-1]) for ci in classes)
-    seen: set[tuple[int, ...]] = set()
+        return Counter({(ci, offsets[-1]): c.count for ci, c in enumerate(w.classes)})
+    firsts = sorted(first_requests(w).items())
     out: Counter = Counter()
-    for i, ci in enumerate(classes):
-        path = group_path(w, i, n)
-        depth = 0
-        while depth < len(path) and path[: depth + 1] in seen:
-            depth += 1
-        seen.update(path[: k + 1] for k in range(len(path)))
-        out[(ci, offsets[depth])] += 1
+    lo = 0
+    for ci, c in enumerate(w.classes):
+        hi = lo + c.count
+        inside = [level for i, level in firsts if lo <= i < hi]
+        for level in inside:
+            out[(ci, offsets[level])] += 1
+        if c.count > len(inside):
+            out[(ci, offsets[-1])] += c.count - len(inside)
+        lo = hi
     return out
 
 
 def prefix_nodes(w: WorkloadPreset) -> list[int]:
-    """Distinct cached copies of each shared segment: the number of distinct group paths at that level."""
-    n = w.requests
-    return [len({group_path(w, i, n)[: s + 1] for i in range(n)}) for s in range(len(w.shared))]
+    """Distinct cached copies of each shared segment: the groups that start at that level or above."""
+    levels = list(first_requests(w).values())
+    return [sum(1 for lv in levels if lv <= s) for s in range(len(w.shared))]
 
 
 def prefix_cache_tokens(w: WorkloadPreset) -> int:

@@ -162,9 +162,18 @@ def check_fraction(value: float, what: str) -> float:
     return value
 
 
-def check_positive(value: float, what: str, allow_zero: bool = False) -> float:
-    """Raise InputError unless value is finite and > 0 (or >= 0 with allow_zero)."""
-    return _finite_positive(float(value), what, allow_zero)
+# Upper bounds past which a count is a typo, not a plan.
+MAX_GPUS = 1_000_000
+MAX_REQUESTS = 10**12
+MAX_BLOCK_TOKENS = 2**24
+
+
+def check_positive(value: float, what: str, allow_zero: bool = False, limit: float | None = None) -> float:
+    """Raise InputError unless value is finite and > 0 (or >= 0 with allow_zero), and <= limit if given."""
+    v = _finite_positive(float(value), what, allow_zero)
+    if limit is not None and v > limit:
+        raise InputError(f"{what}: {value:,} is absurdly large (limit {limit:,})")
+    return v
 
 
 # ---------------------------------------------------------------- formatting (for render.py)

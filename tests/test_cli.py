@@ -202,3 +202,14 @@ def test_every_shipped_preset_validates():
             assert catalog.load(kind, name) is not None
     hw_links = {catalog.load_hardware(n).host_link for n in catalog.names("hardware")}
     assert hw_links <= set(catalog.names("links"))
+
+
+@pytest.mark.parametrize("args,words", [
+    (["capacity", "--gpus", "100000000"], ["--gpus", "absurdly large"]),
+    (["compare", "--gpus", "100000000"], ["--gpus", "absurdly large"]),
+    (["capacity", "--block-tokens", "1000000000"], ["--block-tokens", "absurdly large"]),
+    (["compare", "--requests", "10000000000000", "--context", "4k"], ["--requests", "absurdly large"]),
+    (["kv", "-c", "2000000000000"], ["--context", "absurdly large"]),
+])
+def test_absurd_values_exit_2(args, words):
+    assert_bad_input(run_cli(*args), *words)

@@ -265,7 +265,7 @@ def test_unknown_model_and_policy(four: str) -> None:
 ])
 def test_bad_line_names_its_line(tmp_path: Path, line: str, words: list[str]) -> None:
     path = write(tmp_path / "bad.jsonl", [FOUR[0], "", line, FOUR[1]])  # the bad line is line 3
-    assert_bad_input(run_cli("trace", path, "-b", "4"), f"bad.jsonl:3:", *words)
+    assert_bad_input(run_cli("trace", path, "-b", "4"), "bad.jsonl:3:", *words)
 
 
 def test_skip_bad_counts_and_reports(tmp_path: Path) -> None:

@@ -171,3 +171,45 @@ def test_bad_workload_file(tmp_path):
     f.write_text('schema_version = 1\nsource = "t"\ndisplay_name = "t"\n[[classes]]\ncount = 4\n'
                  'context_tokens = 100\n[[shared]]\ntokens = 10\ngroups = 9\n')
     assert_bad_input(run_cli("compare", "--workload", str(f)), "w.toml", "shared.0.groups")
+
+
+def _brute_force_cached(w):
+    """Reference: walk every request, remember every group path prefix seen (the radix tree)."""
+    from collections import Counter
+
+    from kvcalc.strategies import group_path
+
+    n = w.requests
+    offsets = [0]
+    for s in w.shared:
+        offsets.append(offsets[-1] + s.tokens)
+    classes = [ci for ci, c in enumerate(w.classes) for _ in range(c.count)]
+    seen, out = set(), Counter()
+    for i, ci in enumerate(classes):
+        path = group_path(w, i, n)
+        depth = 0
+        while depth < len(path) and path[: depth + 1] in seen:
+            depth += 1
+        seen.update(path[: k + 1] for k in range(len(path)))
+        out[(ci, offsets[depth])] += 1
+    nodes = [len({group_path(w, i, n)[: s + 1] for i in range(n)}) for s in range(len(w.shared))]
+    return out, nodes
+
+
+@settings(max_examples=150)
+@given(w=workloads())
+def test_property_closed_form_prefix_tree_equals_request_walk(w):
+    from kvcalc.strategies import cached_prefixes, prefix_nodes
+
+    ref, nodes = _brute_force_cached(w)
+    assert cached_prefixes(w, "prefix-tree") == ref
+    assert prefix_nodes(w) == nodes
+
+
+def test_a_billion_requests_cost_no_loop():
+    # 1e9 requests with a system prompt and 1,000 few-shot groups: the closed form touches ~1,000 requests
+    env = run_cli("compare", "--requests", "1000000000", "--context", "4k", "--shared-prefix", "1k",
+                  "--shared-prefix", "512:1000", "--format", "json").json()
+    c = env["results"][1]
+    # reused = 1,024 x (1e9 - 1) + 512 x (1e9 - 1,000)
+    assert c["reused_tokens"] == 1024 * (10**9 - 1) + 512 * (10**9 - 1000)

@@ -44,7 +44,8 @@ def capacity(
     from kvcalc.capacity import CapacityInputs, capacity_result
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.errors import InputError
-    from kvcalc.units import check_positive, parse_bytes, parse_fraction, parse_tokens
+    from kvcalc.units import (MAX_BLOCK_TOKENS, MAX_GPUS, check_positive, parse_bytes, parse_fraction,
+                              parse_tokens)
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
@@ -52,8 +53,8 @@ def capacity(
         raise InputError(f"--attention: {attention!r} is not one of tp, dp")
     if bandwidth not in ("measured", "theoretical"):
         raise InputError(f"--bandwidth: {bandwidth!r} is not one of measured, theoretical")
-    check_positive(gpus, "--gpus")
-    check_positive(block_tokens, "--block-tokens")
+    check_positive(gpus, "--gpus", limit=MAX_GPUS)
+    check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     inp = CapacityInputs(
         gpus=gpus, context_tokens=parse_tokens(context, "--context"),
         hbm_utilization=parse_fraction(hbm_utilization, "--hbm-utilization"),

@@ -39,12 +39,13 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
     from kvcalc.errors import InputError
     from kvcalc.scenario import Overrides
     from kvcalc.attention import KvOptions
-    from kvcalc.units import check_positive, parse_fraction, parse_tokens, us_to_s
+    from kvcalc.units import MAX_GPUS, MAX_REQUESTS, check_positive, parse_fraction, parse_tokens, us_to_s
     from kvcalc.workload import inline_workload, parse_shared_prefix
 
-    for flag, v in (("--gpus", gpus), ("--price-per-gpu-hour", price), ("--decode-tokens-per-s", decode)):
+    for flag, v, limit in (("--gpus", gpus, MAX_GPUS), ("--price-per-gpu-hour", price, None),
+                           ("--decode-tokens-per-s", decode, None)):
         if v is not None:
-            check_positive(v, flag)
+            check_positive(v, flag, limit=limit)
     if pd_overlap_us is not None:
         check_positive(pd_overlap_us, "--pd-overlap-us", allow_zero=True)
     inline = None
@@ -54,7 +55,7 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
                              "--shared-prefix), not both")
         if requests is None or context is None:
             raise InputError("--requests and --context are both needed for an inline workload")
-        check_positive(requests, "--requests")
+        check_positive(requests, "--requests", limit=MAX_REQUESTS)
         if output is not None and output < 0:
             raise InputError(f"--output-tokens: must be >= 0, got {output}")
         inline = inline_workload(requests, parse_tokens(context, "--context"), 500 if output is None else output,
@@ -70,7 +71,7 @@ def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, con
     """Validate the --trace flags -> (capacity spec, block tokens) or None without --trace (InputError naming the
     flag)."""
     from kvcalc.errors import InputError
-    from kvcalc.units import check_positive
+    from kvcalc.units import MAX_BLOCK_TOKENS, check_positive
 
     if trace is None:
         for flag, value in (("--capacity", capacity), ("--block-tokens", block_tokens),
@@ -84,7 +85,7 @@ def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, con
         raise InputError("--warm/--cold: not used with --trace (the replayed cache starts empty and fills "
                          "as the trace runs)")
     if block_tokens is not None:
-        check_positive(block_tokens, "--block-tokens")
+        check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     from kvcalc.trace import DEFAULT_BLOCK_TOKENS  # numpy: only on the trace path
     from kvcalc.trace_report import parse_capacity
 

@@ -63,11 +63,11 @@ def trace(
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.trace_report import DEFAULT_CAPACITIES, DEFAULT_CURVE_POINTS, TraceInputs, parse_capacity_list
     from kvcalc.trace_report import trace_result
-    from kvcalc.units import check_positive
+    from kvcalc.units import MAX_BLOCK_TOKENS, check_positive
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
-    check_positive(block_tokens, "--block-tokens")
+    check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     if curve_points is not None:
         check_positive(curve_points, "--curve-points")
     use_curve = curve or curve_points is not None

@@ -46,17 +46,18 @@ def transfer(
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.errors import InputError
     from kvcalc.transfer import DEFAULT_LINKS, TransferInputs, transfer_result
-    from kvcalc.units import check_positive, parse_bytes, parse_fraction, parse_tokens, us_to_s
+    from kvcalc.units import (MAX_BLOCK_TOKENS, MAX_GPUS, MAX_REQUESTS, check_positive, parse_bytes, parse_fraction,
+                              parse_tokens, us_to_s)
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
     if bandwidth not in ("measured", "theoretical"):
         raise InputError(f"--bandwidth: {bandwidth!r} is not one of measured, theoretical")
     inp = TransferInputs(
-        context_tokens=parse_tokens(context, "--context"), requests=int(check_positive(requests, "--requests")),
-        block_tokens=int(check_positive(block_tokens, "--block-tokens")), bandwidth=bandwidth,
+        context_tokens=parse_tokens(context, "--context"), requests=int(check_positive(requests, "--requests", limit=MAX_REQUESTS)),
+        block_tokens=int(check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)), bandwidth=bandwidth,
         overlap_s=us_to_s(check_positive(overlap_us, "--overlap-us", allow_zero=True)),
-        gpus=int(check_positive(gpus, "--gpus")), mfu=parse_fraction(mfu, "--mfu"))
+        gpus=int(check_positive(gpus, "--gpus", limit=MAX_GPUS)), mfu=parse_fraction(mfu, "--mfu"))
     dram_bytes, ssd_bytes = parse_bytes(dram, "--dram"), parse_bytes(ssd, "--ssd")
     hw = catalog.load_hardware(hardware)
     links = [(catalog.name_of(ref), catalog.load_link(ref)) for ref in (link or DEFAULT_LINKS)]
