@@ -213,3 +213,17 @@ def test_a_billion_requests_cost_no_loop():
     c = env["results"][1]
     # reused = 1,024 x (1e9 - 1) + 512 x (1e9 - 1,000)
     assert c["reused_tokens"] == 1024 * (10**9 - 1) + 512 * (10**9 - 1000)
+
+
+def test_roofline_decode_by_hand_v4_flash():
+    a, _ = rows("v4-flash-8xh100")
+    # batch of 100 at mid-generation (8,000 + 250 and 2,000 + 250 tokens); KV read per step per request:
+    # 8,250: swa 2 x 128 x 584 = 149,504; csa 21 x ((128 + min(2,062, 512)) x 584 + 2,062 x 68) = 10,793,496;
+    #        hca 20 x (128 + 64) x 584 = 2,242,560 -> 13,185,560 B
+    # 2,250: 149,504 + 21 x (640 x 584 + 562 x 68) = 8,651,496 + 20 x (128 + 17) x 584 = 1,693,600 -> 10,494,600 B
+    kv_read = 20 * 13_185_560 + 80 * 10_494_600
+    # weights read: min(284e9, 100 x 13e9) x 1 B; HBM 8 x 3.35e12 B/s x 0.9
+    t_memory = (284e9 + kv_read) / (8 * 3.35e12 * 0.9)
+    t_compute = 100 * 2 * 13e9 / (8 * 1978.9e12 * 0.5)      # 0.33 ms: decode is memory-bound
+    assert t_memory > t_compute
+    assert a["decode_tokens_per_s_roofline"] == pytest.approx(1 / t_memory)     # 84.6 tok/s
