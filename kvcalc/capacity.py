@@ -92,14 +92,14 @@ def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, li
     """The ``kvcalc capacity`` result for several models on one node."""
     from kvcalc import explain
     from kvcalc.results import Column, Result, Table
-    from kvcalc.units import fmt_bytes, fmt_count
+    from kvcalc.units import fmt_bytes, fmt_count, fmt_percent
 
     rows = [capacity_row(n, m, hw_name, hw, link_name, link, inp, opts) for n, m in models]
     place = ("data-parallel attention: each GPU holds whole requests" if inp.attention == "dp" else
              f"tensor-parallel attention over {inp.gpus} GPUs: GQA KV shards by KV head, "
              "a single latent head (MLA, V4) is replicated on every GPU")
     notes = [f"{inp.gpus} x {hw.display_name}, {fmt_bytes(hw.hbm_bytes)} HBM each (GB = 1e9 B), "
-             f"{inp.hbm_utilization:.0%} usable; weights spread evenly over the GPUs; {place}.",
+             f"{fmt_percent(inp.hbm_utilization)} usable; weights spread evenly over the GPUs; {place}.",
              f"{inp.block_tokens}-token blocks paged in over {link.display_name} ({inp.bandwidth} bandwidth): "
              "latency + bytes / bandwidth."]
     lines = []

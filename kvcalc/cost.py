@@ -208,21 +208,23 @@ def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
 
 
 def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
-    from kvcalc.units import fmt_flops, fmt_rate, fmt_seconds, fmt_usd
+    from kvcalc.units import fmt_count, fmt_flops, fmt_rate, fmt_seconds, fmt_usd
 
     node = inp.gpus * inp.peak_flops_per_gpu * inp.mfu_prefill
     out = [f"node compute = {inp.gpus} x {fmt_rate(inp.peak_flops_per_gpu, 'FLOP/s')} x MFU {inp.mfu_prefill:g} "
            f"= {fmt_rate(node, 'FLOP/s')}"]
     for r in rows:
         out += [
-            f"{r['strategy']}: prefill tokens = {r['input_tokens']:,} - {r['reused_tokens']:,} reused "
-            f"= {r['prefill_tokens']:,}",
-            f"  prefill FLOPs = 2 x {inp.model.params_active:.4g} x {r['prefill_tokens']:,}"
+            f"{r['strategy']}: prefill tokens = {fmt_count(r['input_tokens'])} - {fmt_count(r['reused_tokens'])} "
+            f"reused = {fmt_count(r['prefill_tokens'])}",
+            f"  prefill FLOPs = 2 x {fmt_count(inp.model.params_active)} x {fmt_count(r['prefill_tokens'])}"
             + (" + attention" if inp.attention_flops else "") + f" = {fmt_flops(r['prefill_flops'])}; "
             f"time = {fmt_flops(r['prefill_flops'])} / {fmt_rate(node, 'FLOP/s')} = {fmt_seconds(r['prefill_time_s'])}",
-            f"  decode = {r['decode_tokens_per_s']:.4g} tok/s x {r['requests']} requests = "
-            f"{r['decode_tokens_per_s_total']:,.0f} tok/s; $/M out = {fmt_usd(inp.gpus * inp.usd_per_gpu_hour)}/h / "
-            f"({r['decode_tokens_per_s_total'] * SECONDS_PER_HOUR / MEGA:,.4g} M tok/h) = {fmt_usd(r['usd_per_mtok_output'])}",
+            f"  decode = {fmt_rate(r['decode_tokens_per_s'], 'tok/s')} x {fmt_count(r['requests'])} requests = "
+            f"{fmt_count(r['decode_tokens_per_s_total'])} tok/s; $/M out = "
+            f"{fmt_usd(inp.gpus * inp.usd_per_gpu_hour)}/h / "
+            f"{fmt_count(r['decode_tokens_per_s_total'] * SECONDS_PER_HOUR)} tok/h x 1e6 = "
+            f"{fmt_usd(r['usd_per_mtok_output'])}",
         ]
     if inp.model_name == "deepseek-v4-flash-article" or inp.model.as_stated_kv_bytes_per_token is not None:
         out += [
