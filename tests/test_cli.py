@@ -213,3 +213,29 @@ def test_every_shipped_preset_validates():
 ])
 def test_absurd_values_exit_2(args, words):
     assert_bad_input(run_cli(*args), *words)
+
+
+HEAD = ('schema_version = 1\nsource = "test"\ndisplay_name = "mine"\nparams_total_b = 10\nparams_active_b = 1\n'
+        'weight_bytes_per_param = 1\n')
+
+
+def test_own_mla_file(tmp_path):
+    f = tmp_path / "mla.toml"
+    f.write_text(HEAD + 'mla_layout = "fp8-flashmla"\n[[layer_groups]]\nkind = "mla"\nlayers = 10\n'
+                 'kv_lora_rank = 256\nrope_head_dim = 32\nindexer = { head_dim = 64, top_k = 100 }\n')
+    row = run_cli("kv", str(f), "-c", "1000", "--format", "json").json()["results"][0]
+    # per layer: 256 fp8 + 256/128 x 4 B scales + 32 x 2 B rope = 328 B; indexer fp8 64 + 4 = 68 B
+    assert row["kv_bytes_per_request"] == 10 * 1000 * (328 + 68)
+    # decode reads top-100 entries + every indexer key: 10 x (100 x 328 + 1,000 x 68)
+    assert row["kv_read_bytes_per_step"] == 10 * (100 * 328 + 1000 * 68)
+
+
+def test_own_compressed_file(tmp_path):
+    f = tmp_path / "v4like.toml"
+    f.write_text(HEAD + 'indexer_dtype = "fp4"\n[[layer_groups]]\nkind = "compressed"\nname = "c"\nlayers = 3\n'
+                 'window_tokens = 64\nratio = 8\nentry_bytes = 100\nindexer = { head_dim = 128, top_k = 10 }\n'
+                 'state_bytes_per_layer = 1000\n')
+    row = run_cli("kv", str(f), "-c", "1000", "--format", "json").json()["results"][0]
+    # 3 x [min(1,000, 64) x 100 + floor(1,000 / 8) = 125 x (100 + 68)] + 3 x 1,000 state = 3 x 27,400 + 3,000
+    assert row["kv_bytes_per_request"] == 3 * (64 * 100 + 125 * 168) + 3000
+    assert row["kv_fixed_bytes_per_request"] == 3000
