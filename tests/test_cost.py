@@ -227,3 +227,16 @@ def test_roofline_decode_by_hand_v4_flash():
     t_compute = 100 * 2 * 13e9 / (8 * 1978.9e12 * 0.5)      # 0.33 ms: decode is memory-bound
     assert t_memory > t_compute
     assert a["decode_tokens_per_s_roofline"] == pytest.approx(1 / t_memory)     # 84.6 tok/s
+
+
+def test_spill_is_reported_not_hidden():
+    # Llama-3-70B on 8 x H100: 1,000 requests of 32,768 tokens hold 1,000 x 327,680 x 32,768 B = 10.7 TB of KV;
+    # one eighth per GPU (8 KV heads over 8 ranks) = 1.342 TB against 72e9 - 70.6e9 x 2 / 8 = 54.35e9 B
+    env = run_cli("compare", "--model", "llama-3-70b", "--scenario", "v4-flash-8xh100", "--requests", "1000",
+                  "--context", "32k", "--format", "json").json()
+    a = env["results"][0]
+    per_gpu = 1000 * 327_680 * 32_768 / 8
+    assert a["kv_stored_bytes_per_gpu"] == pytest.approx(per_gpu)
+    assert a["kv_fits"] is False
+    assert a["kv_spill_bytes_per_gpu"] == pytest.approx(per_gpu - 54.35e9)
+    assert any("spills to DRAM/SSD" in n for n in env["notes"])
