@@ -18,10 +18,10 @@ from kvcalc import attention as att
 from kvcalc import compute, strategies
 from kvcalc.blocks import paged_bytes_per_token
 from kvcalc.capacity import per_gpu_request_bytes
-from kvcalc.transfer import breakeven_bandwidth_bytes_per_s
 from kvcalc.kv import read_bytes, request_bytes
 from kvcalc.schema import HardwarePreset, LinkPreset, ModelPreset
-from kvcalc.units import MEGA, SECONDS_PER_HOUR
+from kvcalc.transfer import breakeven_bandwidth_bytes_per_s
+from kvcalc.units import SECONDS_PER_HOUR, usd_per_hour_to_usd_per_s, usd_per_million
 from kvcalc.workload import WorkloadPreset
 
 
@@ -97,7 +97,7 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
     roof = roofline_decode_tokens_per_s(inp, groups, mix) if groups[0].kind != "flat" else None
     tps = inp.decode_tokens_per_s if inp.decode_tokens_per_s is not None else roof
     decode_s = output_tokens / (tps * n)
-    node_usd_per_s = inp.gpus * inp.usd_per_gpu_hour / SECONDS_PER_HOUR
+    node_usd_per_s = inp.gpus * usd_per_hour_to_usd_per_s(inp.usd_per_gpu_hour)
     prefill_usd, decode_usd = prefill_s * node_usd_per_s, decode_s * node_usd_per_s
     per_token_s = compute.prefill_s_per_token(inp.model, inp.gpus, inp.peak_flops_per_gpu, inp.mfu_prefill)
     row = {
@@ -114,9 +114,9 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
         "decode_tokens_per_s_total": tps * n, "decode_time_s": decode_s,
         "gpu_seconds": (prefill_s + decode_s) * inp.gpus,
         "prefill_usd": prefill_usd, "decode_usd": decode_usd,
-        "usd_per_mtok_input": prefill_usd / input_tokens * MEGA,
-        "usd_per_mtok_output": decode_usd / output_tokens * MEGA if output_tokens else None,
-        "usd_per_mtok_blended": (prefill_usd + decode_usd) / (input_tokens + output_tokens) * MEGA,
+        "usd_per_mtok_input": usd_per_million(prefill_usd, input_tokens),
+        "usd_per_mtok_output": usd_per_million(decode_usd, output_tokens) if output_tokens else None,
+        "usd_per_mtok_blended": usd_per_million(prefill_usd + decode_usd, input_tokens + output_tokens),
         "breakeven_bandwidth_bytes_per_s": breakeven_bandwidth_bytes_per_s(paged, per_token_s),
         "kv_handoff_bytes": kv_all - reused * paged,
     }

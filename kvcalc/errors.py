@@ -6,7 +6,6 @@ Every error carries a one-line message that names the bad field, file or line.
 
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2
 
@@ -30,9 +29,3 @@ class InputError(KvcalcError):
 
 class PresetNotFound(InputError):
     """An unknown preset name; the message lists close matches."""
-
-
-class CheckFailed(KvcalcError):
-    """One or more ``--check`` expressions did not hold. Exit code 1."""
-
-    exit_code = EXIT_CHECK_FAILED

@@ -19,7 +19,6 @@ from typing import Annotated, Literal, Optional, Union
 
 from kvcalc import units
 
-SCHEMA_VERSION = 1
 STRICT = {"extra": "forbid", "use_attribute_docstrings": True}
 
 

@@ -18,11 +18,6 @@ from kvcalc.workload import WorkloadPreset
 STRATEGIES = {"lru": "A: LRU, no prefix reuse", "prefix-tree": "C: radix prefix tree + reference counts"}
 
 
-def group_path(w: WorkloadPreset, i: int, n: int) -> tuple[int, ...]:
-    """Request i's group at every shared level: segment s with g groups -> floor(i x g / n)."""
-    return tuple(i * s.groups // n for s in w.shared)
-
-
 def first_requests(w: WorkloadPreset) -> dict[int, int]:
     """Requests that are the first of a group at some level -> the lowest such level.
 

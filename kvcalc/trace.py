@@ -60,6 +60,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kvcalc.errors import InputError
+from kvcalc.units import ms_to_s
 
 DEFAULT_BLOCK_TOKENS = 512
 POLICIES = ("lru", "fifo")
@@ -410,7 +411,7 @@ class _StatsAccumulator:
             block_tokens=self.block_tokens,
             requests=requests,
             skipped_lines=skipped_lines,
-            duration_s=(self.last_ms - self.first_ms) / 1000.0 if requests else 0.0,
+            duration_s=ms_to_s(self.last_ms - self.first_ms) if requests else 0.0,
             input=_length_stats(self.input_lengths),
             output=_length_stats(self.output_lengths),
             total_blocks=self.total_blocks,

@@ -54,11 +54,6 @@ class CapacitySpec:
     tokens: Optional[int] = None
     bytes: Optional[float] = None
 
-    @property
-    def infinite(self) -> bool:
-        """True for an infinite cache."""
-        return self.tokens is None and self.bytes is None
-
 
 @dataclass(frozen=True)
 class BlockBytes:

@@ -31,8 +31,6 @@ TiB = 2**40
 TERA = 1e12
 PETA = 1e15
 GIGA = 1e9
-MICRO = 1e-6
-MILLI = 1e-3
 MEGA = 1e6
 SECONDS_PER_HOUR = 3600.0
 
@@ -83,6 +81,16 @@ def billions_to_count(billions: float) -> float:
 def usd_per_hour_to_usd_per_s(usd_per_hour: float) -> float:
     """USD per hour -> USD per second [USD/s]."""
     return usd_per_hour / SECONDS_PER_HOUR
+
+
+def ms_to_s(ms: float) -> float:
+    """Milliseconds -> seconds [s]."""
+    return ms / 1e3
+
+
+def usd_per_million(usd: float, count: float) -> float:
+    """USD spent on ``count`` things (tokens) -> USD per million of them [USD/M]."""
+    return usd / count * MEGA
 
 
 def _finite_positive(value: float, what: str, allow_zero: bool = False) -> float:

@@ -177,7 +177,8 @@ def _brute_force_cached(w):
     """Reference: walk every request, remember every group path prefix seen (the radix tree)."""
     from collections import Counter
 
-    from kvcalc.strategies import group_path
+    def group_path(w, i, n):  # request i's group at every level: floor(i x groups / n)
+        return tuple(i * s.groups // n for s in w.shared)
 
     n = w.requests
     offsets = [0]

@@ -72,4 +72,6 @@ def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
     for o in failed:
         sys.stderr.write(f"check failed: {o['check']} (row {o['row']}: value {o['value']})\n")
     if failed:
-        raise typer.Exit(1)
+        from kvcalc.errors import EXIT_CHECK_FAILED
+
+        raise typer.Exit(EXIT_CHECK_FAILED)
