@@ -84,17 +84,16 @@ def _peak_rss_bytes() -> int:
 
 def _child(kind: str, path: str, capacity: int, capacities: list[int], repeats: int) -> dict:
     """Run one measurement in this (child) process; returns times [s] and memory [B]."""
-    from kvcalc import trace
-
+    from kvcalc.trace import lru_curve, reader, replay
     baseline = _peak_rss_bytes()
     if kind == "core":
-        requests = list(trace.read_trace(path))
+        requests = list(reader.read_trace(path))
         single_times, curve_times = [], []
         for _ in range(repeats):  # interleaved, so drift hits both alike
             t0 = time.perf_counter()
-            trace.replay_requests(requests, capacity)
+            replay.replay_requests(requests, capacity)
             t1 = time.perf_counter()
-            trace.lru_curve_of_requests(requests, capacities)
+            lru_curve.lru_curve_of_requests(requests, capacities)
             t2 = time.perf_counter()
             single_times.append(t1 - t0)
             curve_times.append(t2 - t1)
@@ -102,8 +101,8 @@ def _child(kind: str, path: str, capacity: int, capacities: list[int], repeats: 
 
     def run():
         if kind == "single":
-            return trace.replay(path, capacity)
-        return trace.lru_curve(path, capacities)
+            return replay.replay(path, capacity)
+        return lru_curve.lru_curve(path, capacities)
 
     times = []
     for _ in range(repeats):
@@ -137,10 +136,11 @@ def _mb(n: float) -> str:
 
 
 def _bench_one(label: str, path: Path, capacity: int, points: int, repeats: int) -> None:
-    from kvcalc import trace
+    from kvcalc.trace.replay import capacity_grid
+    from kvcalc.trace.stats import trace_stats
 
-    stats = trace.trace_stats(path)
-    capacities = trace.capacity_grid(stats.distinct_blocks * stats.block_tokens, points)
+    stats = trace_stats(path)
+    capacities = capacity_grid(stats.distinct_blocks * stats.block_tokens, points)
     print(f"\n== {label}: {path.name}: {stats.requests:,} requests, {stats.total_blocks:,} block accesses, "
           f"{stats.distinct_blocks:,} distinct blocks; curve of {len(capacities)} capacities up to "
           f"{capacities[-1]:,} tokens; single capacity {capacity:,} tokens")

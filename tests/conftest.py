@@ -46,7 +46,7 @@ def run_cli(*args: str, env: dict | None = None) -> Run:
 
 def validate_model(data: dict):
     """A model preset from a dict, validated as a user's file is (pydantic, strict)."""
-    from kvcalc.catalog import validate
+    from kvcalc.model.catalog import validate
 
     return validate("models", data, "test")
 

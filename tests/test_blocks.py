@@ -4,9 +4,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvcalc import attention as att
-from kvcalc import blocks, catalog
-from kvcalc.blocks import paged_bytes_per_token
+from kvcalc.memory import blocks
+from kvcalc.memory.blocks import paged_bytes_per_token
+from kvcalc.model import attention as att
+from kvcalc.model import catalog
 
 
 def groups(name):

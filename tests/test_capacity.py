@@ -3,13 +3,13 @@
 import math
 
 import pytest
+from conftest import validate_model
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvcalc import catalog
-from kvcalc.capacity import CapacityInputs, capacity_row
-from conftest import validate_model
-from kvcalc.schema import ModelPreset
+from kvcalc.memory.capacity import CapacityInputs, capacity_row
+from kvcalc.model import catalog
+from kvcalc.model.schema import ModelPreset
 
 
 def row(model, hw="h100-sxm", link="pcie-gen5-x16", **kw):

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_bad_input, run_cli
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -89,9 +88,10 @@ def test_csv_is_flat_and_numeric():
 
 
 def test_cli_json_equals_python_api():
-    from kvcalc import catalog, render
-    from kvcalc.attention import KvOptions
-    from kvcalc.kv import kv_result
+    from kvcalc.model import catalog
+    from kvcalc.model.attention import KvOptions
+    from kvcalc.model.kv import kv_result
+    from kvcalc.out import render
 
     api = kv_result([("deepseek-v3", catalog.load_model("deepseek-v3"))], [4096, 131072],
                     KvOptions(mla_layout="fp8-flashmla"))
@@ -180,7 +180,7 @@ def test_presets_list_show_validate_schema(tmp_path):
     assert shown["kind"] == "hardware" and shown["preset"]["hbm_gb"] == 80
     schema = json.loads(run_cli("presets", "schema", "models").out)
     assert "layer_groups" in schema["properties"]
-    from kvcalc.catalog import presets_root
+    from kvcalc.model.catalog import presets_root
 
     ok = run_cli("presets", "validate", str(presets_root() / "models" / "deepseek-v4-pro.toml"))
     assert ok.code == 0 and "ok (models)" in ok.out
@@ -195,8 +195,7 @@ def test_every_command_has_help_with_an_example(cmd):
 
 
 def test_every_shipped_preset_validates():
-    from kvcalc import catalog
-
+    from kvcalc.model import catalog
     for kind in catalog.KINDS:
         for name in catalog.names(kind):
             assert catalog.load(kind, name) is not None

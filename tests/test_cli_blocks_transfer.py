@@ -5,11 +5,12 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import run_cli
-from kvcalc import catalog, render
-from kvcalc.transfer import TransferInputs, transfer_result
-from kvcalc.units import us_to_s
+
+from kvcalc.model import catalog
+from kvcalc.out import render
+from kvcalc.out.units import us_to_s
+from kvcalc.serve.transfer import TransferInputs, transfer_result
 
 
 def run(*args):

@@ -8,7 +8,6 @@ import math
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_bad_input, run_cli
 
 MOONCAKE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "mooncake_synthetic_trace.jsonl"
@@ -110,7 +109,7 @@ def test_json_envelope_and_inputs(four: str) -> None:
 
 
 def test_cli_json_equals_python_api(four: str) -> None:
-    from kvcalc.trace import analyze_trace
+    from kvcalc.trace.analysis import analyze_trace
 
     rows = trace_json(four, "-b", "4", "--capacity", "8,12,inf")["results"]
     api = analyze_trace(four, [8, 12, None], block_tokens=4)
@@ -224,9 +223,9 @@ def test_model_adds_bytes_held_to_token_capacities(four: str) -> None:
 
 
 def test_v4_flash_block_is_the_compressed_cache(tmp_path: Path) -> None:
-    from kvcalc import catalog
-    from kvcalc.attention import resolve_groups
-    from kvcalc.blocks import block_bytes
+    from kvcalc.memory.blocks import block_bytes
+    from kvcalc.model import catalog
+    from kvcalc.model.attention import resolve_groups
 
     path = write(tmp_path / "v4.jsonl", [rec(0, 256, 1, [1, 2]), rec(1, 200, 1, [1, 3])])
     out = trace_json(path, "-b", "128", "--capacity", "80GB", "-m", "deepseek-v4-flash")

@@ -1,14 +1,14 @@
 """Strategies A (lru) and C (prefix-tree): the article's case by hand, properties, bad workloads."""
 
 import pytest
+from conftest import assert_bad_input, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_bad_input, run_cli
-from kvcalc import compute
-from kvcalc.cost import strategy_row
-from kvcalc.scenario import Overrides, resolve
-from kvcalc.workload import RequestClass, SharedSegment, WorkloadPreset
+from kvcalc.model.workload_schema import RequestClass, SharedSegment, WorkloadPreset
+from kvcalc.serve import compute
+from kvcalc.serve.cost import strategy_row
+from kvcalc.serve.scenario import Overrides, resolve
 
 
 def rows(scenario="article", **o):
@@ -82,9 +82,8 @@ def test_attention_flops_closed_forms_equal_loops():
 
 
 def test_attention_flops_by_hand_llama():
-    from kvcalc import attention as att
-    from kvcalc import catalog
-
+    from kvcalc.model import attention as att
+    from kvcalc.model import catalog
     m = catalog.load_model("llama-3-8b")
     g = att.resolve_groups(m)
     # 1,000 tokens from scratch: 2 x 32 heads x (128 + 128) x 32 layers x sum_{1..1000} t (= 500,500)
@@ -113,8 +112,8 @@ def workloads():
 @settings(max_examples=40, deadline=None)
 @given(w=workloads(), warm=st.booleans())
 def test_property_c_never_prefills_more_than_a(w, warm):
-    from kvcalc import catalog
-    from kvcalc.cost import CostInputs
+    from kvcalc.model import catalog
+    from kvcalc.serve.cost import CostInputs
 
     inp = CostInputs("m", catalog.load_model("llama-3-8b"), "h", catalog.load_hardware("h100-sxm"), 8, "w", w,
                      10.0, 1e15, 0.5, True, 50.0, warm=warm)
@@ -200,7 +199,7 @@ def _brute_force_cached(w):
 @settings(max_examples=150)
 @given(w=workloads())
 def test_property_closed_form_prefix_tree_equals_request_walk(w):
-    from kvcalc.strategies import cached_prefixes, prefix_nodes
+    from kvcalc.serve.strategies import cached_prefixes, prefix_nodes
 
     ref, nodes = _brute_force_cached(w)
     assert cached_prefixes(w, "prefix-tree") == ref

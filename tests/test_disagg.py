@@ -1,12 +1,12 @@
 """Prefill/decode disaggregation in compare: hand-off bytes and times by hand, prefetch exposure."""
 
 import pytest
+from conftest import assert_bad_input, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import assert_bad_input, run_cli
-from kvcalc import catalog
-from kvcalc.disagg import handoff_fields
+from kvcalc.model import catalog
+from kvcalc.move.handoff import handoff_fields
 
 
 def test_article_handoff_over_10gbe_by_hand():

@@ -37,5 +37,5 @@ def test_console_script_and_shipped_presets(tmp_path):
     assert r.returncode == 0, r.stderr
     names = {line.split(",")[1] for line in r.stdout.splitlines()[1:]}
     assert {"deepseek-v4-flash", "h100-sxm", "pcie-gen5-x16", "article-100", "article"} <= names
-    where = _run([sys.executable, "-c", "from kvcalc.catalog import presets_root; print(presets_root())"], tmp_path)
+    where = _run([sys.executable, "-c", "from kvcalc.model.catalog import presets_root; print(presets_root())"], tmp_path)
     assert (Path(where.stdout.strip()) / "models" / "deepseek-v4-flash.toml").is_file()

@@ -2,14 +2,14 @@
 
 import numpy as np
 import pytest
+from conftest import validate_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc import attention as att
-from kvcalc import catalog
-from kvcalc.kv import kv_profile, long_context_bytes_per_token, read_bytes, request_bytes
-from conftest import validate_model
-from kvcalc.schema import ModelPreset
+from kvcalc.model import attention as att
+from kvcalc.model import catalog
+from kvcalc.model.kv import kv_profile, long_context_bytes_per_token, read_bytes, request_bytes
+from kvcalc.model.schema import ModelPreset
 
 
 def groups(name, **opts):

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from kvcalc import catalog
-from kvcalc.errors import InputError
+from kvcalc.model import catalog
+from kvcalc.out.errors import InputError
 
 
 @pytest.mark.parametrize("kind", catalog.KINDS)
@@ -14,7 +14,7 @@ def test_fast_build_equals_strict_validation(kind):
     for name in catalog.names(kind):
         path = catalog.preset_path(kind, name)
         data = catalog.read_toml(path)
-        from kvcalc.schema import build
+        from kvcalc.model.schema import build
 
         assert build(catalog._schema_for(kind), data) == catalog.validate(kind, data, path), name
 
@@ -23,8 +23,8 @@ def test_core_path_does_not_import_pydantic():
     # kvcalc's own work for `capacity --format json` (presets, model, rendering) must not load pydantic's
     # model machinery: it costs ~150 ms per process, and the CLI runs in CI loops
     code = ("import sys\n"
-            "from kvcalc import catalog, render\n"
-            "from kvcalc.capacity import CapacityInputs, capacity_result\n"
+            "from kvcalc.model import catalog\nfrom kvcalc.out import render\n"
+            "from kvcalc.memory.capacity import CapacityInputs, capacity_result\n"
             "m = [(n, catalog.load_model(n)) for n in ('deepseek-v4-flash', 'llama-3-70b')]\n"
             "hw = catalog.load_hardware('h100-sxm')\n"
             "r = capacity_result(m, 'h100-sxm', hw, 'pcie-gen5-x16', catalog.load_link('pcie-gen5-x16'), "

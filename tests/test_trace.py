@@ -11,23 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc.errors import InputError
-from kvcalc.trace import (
-    TraceRequest,
-    analyze_trace,
-    capacity_blocks_for,
-    capacity_grid,
-    capacity_tokens_from_bytes,
-    count_prefix_at_least,
-    lru_curve,
-    lru_curve_of_requests,
-    lru_profile,
-    read_trace,
-    replay,
-    replay_requests,
-    stats_of_requests,
-    trace_stats,
-)
+from kvcalc.out.errors import InputError
+from kvcalc.trace.analysis import analyze_trace
+from kvcalc.trace.lru_curve import count_prefix_at_least, lru_curve, lru_curve_of_requests, lru_profile
+from kvcalc.trace.reader import TraceRequest, read_trace
+from kvcalc.trace.replay import capacity_blocks_for, capacity_grid, capacity_tokens_from_bytes, replay, replay_requests
+from kvcalc.trace.stats import stats_of_requests, trace_stats
 
 MOONCAKE = Path(__file__).parents[2] / "shared" / "traces" / "mooncake_synthetic_trace.jsonl"
 

@@ -7,10 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvcalc import catalog, transfer
-from kvcalc.transfer import (TransferInputs, breakeven_bandwidth_bytes_per_s, exposed_prefetch_s,
-                             separate_copies_time_s, transfer_time_s)
-from kvcalc.compute import prefill_s_per_token
+from kvcalc.model import catalog
+from kvcalc.move import links
+from kvcalc.move.links import (breakeven_bandwidth_bytes_per_s, exposed_prefetch_s, separate_copies_time_s,
+                               transfer_time_s)
+from kvcalc.serve import transfer
+from kvcalc.serve.compute import prefill_s_per_token
+from kvcalc.serve.transfer import TransferInputs
 
 PCIE5 = catalog.load_link("pcie-gen5-x16")
 
@@ -22,8 +25,8 @@ def test_101_bytes_over_pcie_is_latency_not_bandwidth():
     assert bw == 63e9 and PCIE5.latency_s == 6e-6
     t = transfer_time_s(101, PCIE5.latency_s, bw)
     assert t == pytest.approx(6.0016e-6, rel=1e-5)
-    assert transfer.latency_share(PCIE5.latency_s, t) == pytest.approx(0.99973, rel=1e-5)
-    assert transfer.bound(transfer.latency_share(PCIE5.latency_s, t)) == "latency"
+    assert links.latency_share(PCIE5.latency_s, t) == pytest.approx(0.99973, rel=1e-5)
+    assert links.bound(links.latency_share(PCIE5.latency_s, t)) == "latency"
 
 
 def test_llama_16_token_block_over_pcie():
@@ -31,7 +34,7 @@ def test_llama_16_token_block_over_pcie():
     t = transfer_time_s(5_242_880, 6e-6, 63e9)
     assert t == pytest.approx(89.22e-6, rel=1e-4)
     # latency share 6 / 89.22 = 6.7%: bandwidth-bound
-    assert transfer.bound(6e-6 / t) == "bandwidth"
+    assert links.bound(6e-6 / t) == "bandwidth"
 
 
 def test_measured_bandwidth_is_the_default():
@@ -50,7 +53,7 @@ def test_separate_vs_coalesced():
 
 def test_effective_bandwidth():
     # 101 B in 6.0016 us = 16.83 MB/s: the link looks 3,700x slower than its 63 GB/s
-    assert transfer.effective_bandwidth_bytes_per_s(101, 6.0016e-6) == pytest.approx(16.829e6, rel=1e-4)
+    assert links.effective_bandwidth_bytes_per_s(101, 6.0016e-6) == pytest.approx(16.829e6, rel=1e-4)
 
 
 def test_exposed_prefetch():
@@ -87,7 +90,7 @@ def test_payloads_v4_flash_4k():
 def test_transfer_row_v4_block_over_pcie_measured():
     # 6e-6 + 912,192 / 55.5e9 = 6e-6 + 16.436e-6 = 22.436e-6 s; latency share 6 / 22.436 = 26.7%
     # effective 912,192 / 22.436e-6 = 40.66 GB/s; prefill of 256 tokens = 256 x 8.2116e-6 = 2.102e-3 s
-    p = transfer.Payload("block", 256, 912_192, 1)
+    p = links.Payload("block", 256, 912_192, 1)
     r = transfer.transfer_row("f", p, "pcie", PCIE5, TransferInputs(overlap_s=10e-6), 8.2116e-6)
     assert r["time_s"] == pytest.approx(22.436e-6, rel=1e-4)
     assert r["latency_share"] == pytest.approx(0.26743, rel=1e-3)
@@ -145,8 +148,8 @@ def test_exposed_within_zero_and_transfer(t, overlap):
 @given(n=pos, latency=st.floats(1e-9, 1e-2), bandwidth=bw)
 def test_latency_share_is_a_fraction(n, latency, bandwidth):
     t = transfer_time_s(n, latency, bandwidth)
-    assert 0 < transfer.latency_share(latency, t) <= 1
-    assert transfer.effective_bandwidth_bytes_per_s(n, t) <= bandwidth * (1 + 1e-12)
+    assert 0 < links.latency_share(latency, t) <= 1
+    assert links.effective_bandwidth_bytes_per_s(n, t) <= bandwidth * (1 + 1e-12)
 
 
 def test_vectorised_equals_scalar_loop():

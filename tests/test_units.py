@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from kvcalc import units
-from kvcalc.errors import InputError
+from kvcalc.out import units
+from kvcalc.out.errors import InputError
 
 
 def test_token_suffixes_are_binary():

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; KvcalcError -> one line on stderr and its exit code; usage errors -> 2."""
     import os
 
-    from kvcalc.errors import KvcalcError
+    from kvcalc.out.errors import KvcalcError
 
     # pydantic looks for plugins in every installed distribution's entry points on first validation
     # (~25 ms, more in big environments); kvcalc's presets use none.

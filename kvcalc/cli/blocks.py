@@ -6,8 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt,
-                               MtpOpt)
+from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
 
 DEFAULT_MODELS = ["llama-3-70b", "deepseek-v3.2", "deepseek-v4-flash"]
 
@@ -35,10 +34,10 @@ def blocks(
 
       kvcalc blocks -m llama-3-70b --format json --check 'metadata_overhead <= 0.0001'
     """
-    from kvcalc import catalog
-    from kvcalc.blocks import BlockInputs, blocks_result
     from kvcalc.cli.common import check_format, emit, kv_options
-    from kvcalc.units import check_positive, parse_fraction, parse_token_list, parse_tokens
+    from kvcalc.memory.blocks import BlockInputs, blocks_result
+    from kvcalc.model import catalog
+    from kvcalc.out.units import check_positive, parse_fraction, parse_token_list, parse_tokens
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)

@@ -6,8 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt,
-                               MtpOpt)
+from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
 
 ARTICLE_MODELS = ["mha-96l-64h", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro"]
 
@@ -40,12 +39,11 @@ def capacity(
 
       kvcalc capacity -m deepseek-v3 --mla-layout fp8-flashmla --format json --check 'max_requests >= 1000'
     """
-    from kvcalc import catalog
-    from kvcalc.capacity import CapacityInputs, capacity_result
     from kvcalc.cli.common import check_format, emit, kv_options
-    from kvcalc.errors import InputError
-    from kvcalc.units import (MAX_BLOCK_TOKENS, MAX_GPUS, check_positive, parse_bytes, parse_fraction,
-                              parse_tokens)
+    from kvcalc.memory.capacity import CapacityInputs, capacity_result
+    from kvcalc.model import catalog
+    from kvcalc.out.errors import InputError
+    from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, check_positive, parse_bytes, parse_fraction, parse_tokens
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)

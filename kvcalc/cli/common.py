@@ -31,9 +31,9 @@ def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp):
     """Validate the layout choices -> attention.KvOptions."""
     from typing import get_args
 
-    from kvcalc.attention import KvOptions
-    from kvcalc.errors import InputError
-    from kvcalc.schema import IndexerDtype, KvDtype, MlaLayout
+    from kvcalc.model.attention import KvOptions
+    from kvcalc.model.schema import IndexerDtype, KvDtype, MlaLayout
+    from kvcalc.out.errors import InputError
 
     for flag, value, allowed in (("--kv-dtype", kv_dtype, KvDtype), ("--mla-layout", mla_layout, MlaLayout),
                                  ("--indexer-dtype", indexer_dtype, IndexerDtype)):
@@ -44,8 +44,8 @@ def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp):
 
 def check_format(fmt: str) -> str:
     """Validate --format early (before any work)."""
-    from kvcalc.errors import InputError
-    from kvcalc.render import FORMATS
+    from kvcalc.out.errors import InputError
+    from kvcalc.out.render import FORMATS
 
     if fmt not in FORMATS:
         raise InputError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
@@ -54,9 +54,8 @@ def check_format(fmt: str) -> str:
 
 def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
     """Render ``result`` to stdout in ``fmt``; evaluate --check; exit 1 listing failures."""
-    from kvcalc import checks as chk
-    from kvcalc import render
-
+    from kvcalc.out import checks as chk
+    from kvcalc.out import render
     check_format(fmt)
     parsed = [chk.parse_check(c) for c in (checks or [])]
     outcomes = chk.evaluate(parsed, result.rows)
@@ -72,6 +71,6 @@ def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
     for o in failed:
         sys.stderr.write(f"check failed: {o['check']} (row {o['row']}: value {o['value']})\n")
     if failed:
-        from kvcalc.errors import EXIT_CHECK_FAILED
+        from kvcalc.out.errors import EXIT_CHECK_FAILED
 
         raise typer.Exit(EXIT_CHECK_FAILED)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt,
-                               MtpOpt)
-from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
-                                      OutputOpt, PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt,
-                                      SharedOpt, SkipBadOpt, TraceBlockOpt, TraceCapacityOpt, TraceOpt, WarmOpt,
-                                      WorkloadOpt)
+from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
+from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt, OutputOpt,
+                                      PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt,
+                                      SkipBadOpt, TraceBlockOpt, TraceCapacityOpt, TraceOpt, WarmOpt, WorkloadOpt)
 
 
 def compare(
@@ -43,8 +41,8 @@ def compare(
     """
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.cli.scenario_opts import overrides, trace_flags
-    from kvcalc.cost import compare_result
-    from kvcalc.scenario import resolve
+    from kvcalc.serve.cost import compare_result
+    from kvcalc.serve.scenario import resolve
 
     check_format(fmt)
     traced = trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output_tokens,
@@ -57,7 +55,7 @@ def compare(
     if traced is None:
         emit(compare_result(resolve(scenario, o)), fmt, check, explain)
         return
-    from kvcalc.trace_cost import trace_compare_result
+    from kvcalc.trace.cost import trace_compare_result
 
     spec, block = traced
     emit(trace_compare_result(resolve(scenario, o), trace, spec, block, skip_bad), fmt, check, explain)

@@ -6,11 +6,10 @@ from typing import Annotated
 
 import typer
 
-from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt,
-                               MtpOpt)
-from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
-                                      OutputOpt, PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt,
-                                      SharedOpt, WarmOpt, WorkloadOpt)
+from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
+from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt, OutputOpt,
+                                      PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt, WarmOpt,
+                                      WorkloadOpt)
 
 
 def cost(
@@ -36,10 +35,10 @@ def cost(
     """
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.cli.scenario_opts import overrides
-    from kvcalc.cost import cost_result
-    from kvcalc.errors import InputError
-    from kvcalc.scenario import resolve
-    from kvcalc.strategies import STRATEGIES
+    from kvcalc.out.errors import InputError
+    from kvcalc.serve.cost import cost_result
+    from kvcalc.serve.scenario import resolve
+    from kvcalc.serve.strategies import STRATEGIES
 
     check_format(fmt)
     if strategy not in STRATEGIES:

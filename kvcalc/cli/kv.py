@@ -6,8 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt,
-                               MtpOpt)
+from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
 
 DEFAULT_MODELS = ["mha-96l-64h", "llama-3-70b", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash",
                   "deepseek-v4-pro"]
@@ -31,10 +30,10 @@ def kv(
 
       kvcalc kv ./my-model.toml --check 'kv_bytes_per_token <= 100000'
     """
-    from kvcalc import catalog
     from kvcalc.cli.common import check_format, emit, kv_options
-    from kvcalc.kv import kv_result
-    from kvcalc.units import parse_token_list
+    from kvcalc.model import catalog
+    from kvcalc.model.kv import kv_result
+    from kvcalc.out.units import parse_token_list
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)

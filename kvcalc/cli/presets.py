@@ -16,8 +16,8 @@ KindOpt = Annotated[Optional[str], typer.Option(
 
 
 def _kind(kind: Optional[str]) -> Optional[str]:
-    from kvcalc.catalog import KINDS
-    from kvcalc.errors import InputError
+    from kvcalc.model.catalog import KINDS
+    from kvcalc.out.errors import InputError
 
     if kind is not None and kind not in KINDS:
         raise InputError(f"--kind: {kind!r} is not one of {', '.join(KINDS)}")
@@ -32,7 +32,7 @@ def list_(kind: Annotated[Optional[str], typer.Argument(help="only this kind")] 
     Example: kvcalc presets list models --format json
     """
     from kvcalc.cli.common import emit
-    from kvcalc.presets_report import list_result
+    from kvcalc.model.presets_report import list_result
 
     kinds = [_kind(kind)] if kind else None
     emit(list_result(kinds), fmt, None, False)
@@ -48,7 +48,7 @@ def show(name: Annotated[str, typer.Argument(help="preset name or TOML path")], 
     import dataclasses
     import json
 
-    from kvcalc.presets_report import find
+    from kvcalc.model.presets_report import find
 
     kind_, path, preset = find(name, _kind(kind))
     if fmt == "json":
@@ -57,7 +57,7 @@ def show(name: Annotated[str, typer.Argument(help="preset name or TOML path")], 
     elif fmt == "table":
         sys.stdout.write(f"# {kind_}/{path.name}\n" + path.read_text())
     else:
-        from kvcalc.errors import InputError
+        from kvcalc.out.errors import InputError
 
         raise InputError(f"--format: {fmt!r} is not one of table, json for 'presets show'")
 
@@ -68,7 +68,7 @@ def validate(files: Annotated[list[str], typer.Argument(help="TOML files to chec
 
     Example: kvcalc presets validate my-model.toml --kind models
     """
-    from kvcalc.presets_report import validate_file
+    from kvcalc.model.presets_report import validate_file
 
     for f in files:
         kind_ = validate_file(f, _kind(kind))
@@ -83,6 +83,6 @@ def schema(kind: Annotated[str, typer.Argument(help="models | hardware | links |
     """
     import json
 
-    from kvcalc.catalog import json_schema
+    from kvcalc.model.catalog import json_schema
 
     sys.stdout.write(json.dumps(json_schema(_kind(kind)), indent=2) + "\n")

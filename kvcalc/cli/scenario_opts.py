@@ -36,11 +36,11 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
               attention=None, requests=None, context=None, output=None, shared=None, pd_link=None,
               pd_overlap_us=None, kv_options=None):
     """Validate the flags -> scenario.Overrides (InputError naming the flag)."""
-    from kvcalc.errors import InputError
-    from kvcalc.scenario import Overrides
-    from kvcalc.attention import KvOptions
-    from kvcalc.units import MAX_GPUS, MAX_REQUESTS, check_positive, parse_fraction, parse_tokens, us_to_s
-    from kvcalc.workload import inline_workload, parse_shared_prefix
+    from kvcalc.model.attention import KvOptions
+    from kvcalc.out.errors import InputError
+    from kvcalc.out.units import MAX_GPUS, MAX_REQUESTS, check_positive, parse_fraction, parse_tokens, us_to_s
+    from kvcalc.serve.scenario import Overrides
+    from kvcalc.serve.workload import inline_workload, parse_shared_prefix
 
     for flag, v, limit in (("--gpus", gpus, MAX_GPUS), ("--price-per-gpu-hour", price, None),
                            ("--decode-tokens-per-s", decode, None)):
@@ -70,8 +70,8 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
 def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm):
     """Validate the --trace flags -> (capacity spec, block tokens) or None without --trace (InputError naming the
     flag)."""
-    from kvcalc.errors import InputError
-    from kvcalc.units import MAX_BLOCK_TOKENS, check_positive
+    from kvcalc.out.errors import InputError
+    from kvcalc.out.units import MAX_BLOCK_TOKENS, check_positive
 
     if trace is None:
         for flag, value in (("--capacity", capacity), ("--block-tokens", block_tokens),
@@ -86,8 +86,8 @@ def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, con
                          "as the trace runs)")
     if block_tokens is not None:
         check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
-    from kvcalc.trace import DEFAULT_BLOCK_TOKENS  # numpy: only on the trace path
-    from kvcalc.trace_report import parse_capacity
+    from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS
+    from kvcalc.trace.report import parse_capacity
 
     return (parse_capacity(capacity if capacity is not None else "inf", "--capacity"),
             block_tokens or DEFAULT_BLOCK_TOKENS)

@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt,
-                               MtpOpt)
+from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
 
 R = "Replay"
 
@@ -59,11 +58,11 @@ def trace(
 
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
     """
-    from kvcalc import catalog
     from kvcalc.cli.common import check_format, emit, kv_options
-    from kvcalc.trace_report import DEFAULT_CAPACITIES, DEFAULT_CURVE_POINTS, TraceInputs, parse_capacity_list
-    from kvcalc.trace_report import trace_result
-    from kvcalc.units import MAX_BLOCK_TOKENS, check_positive
+    from kvcalc.model import catalog
+    from kvcalc.out.units import MAX_BLOCK_TOKENS, check_positive
+    from kvcalc.trace.report import (DEFAULT_CAPACITIES, DEFAULT_CURVE_POINTS, TraceInputs, parse_capacity_list,
+                                     trace_result)
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)

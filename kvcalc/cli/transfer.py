@@ -6,8 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt,
-                               MtpOpt)
+from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
 
 
 def transfer(
@@ -42,12 +41,12 @@ def transfer(
 
       kvcalc transfer --link ./my-link.toml --tiers --check 'latency_share < 0.5'
     """
-    from kvcalc import catalog
     from kvcalc.cli.common import check_format, emit, kv_options
-    from kvcalc.errors import InputError
-    from kvcalc.transfer import DEFAULT_LINKS, TransferInputs, transfer_result
-    from kvcalc.units import (MAX_BLOCK_TOKENS, MAX_GPUS, MAX_REQUESTS, check_positive, parse_bytes, parse_fraction,
-                              parse_tokens, us_to_s)
+    from kvcalc.model import catalog
+    from kvcalc.out.errors import InputError
+    from kvcalc.out.units import (MAX_BLOCK_TOKENS, MAX_GPUS, MAX_REQUESTS, check_positive, parse_bytes, parse_fraction,
+                                  parse_tokens, us_to_s)
+    from kvcalc.serve.transfer import DEFAULT_LINKS, TransferInputs, transfer_result
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)

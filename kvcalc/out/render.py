@@ -12,8 +12,8 @@ import json
 import math
 from typing import Any
 
-from kvcalc import units
-from kvcalc.results import Column, Result, Table
+from kvcalc.out import units
+from kvcalc.out.results import Column, Result, Table
 
 FORMATS = ("table", "json", "csv", "markdown")
 JSON_SCHEMA = 1
@@ -63,18 +63,17 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-def envelope(result: Result, checks: list[dict], explain: bool = False) -> dict:
-    """The JSON envelope as a dict (derivations under "explain" only when asked)."""
-    from kvcalc import __version__
-
+def envelope(result: Result, checks: list[dict] = (), explain: bool = False) -> dict:
+    """The JSON envelope as a dict (``checks``: the --check outcomes; derivations under "explain" only when asked)."""
+    from kvcalc.out.version import __version__
     return _jsonable({
         "kvcalc": __version__, "schema": JSON_SCHEMA, "command": result.command, "inputs": result.inputs,
         "results": list(result.main.rows), "tables": {t.name: list(t.rows) for t in result.extra},
-        "checks": checks, "notes": list(result.notes),
+        "checks": list(checks), "notes": list(result.notes),
     } | ({"explain": list(result.explain)} if explain else {}))
 
 
-def to_json(result: Result, checks: list[dict], explain: bool = False) -> str:
+def to_json(result: Result, checks: list[dict] = (), explain: bool = False) -> str:
     """JSON text of the envelope (derivations included only with explain)."""
     return json.dumps(envelope(result, checks, explain), indent=2)
 

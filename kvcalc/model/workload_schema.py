@@ -1,6 +1,6 @@
-"""Workloads (request classes + shared prefix segments) and scenarios (model + hardware + workload +
-assumptions), as preset dataclasses (validated like :mod:`kvcalc.schema`'s), plus the checks that tie a
-workload together.
+"""Workload and scenario presets: request classes + shared prefix segments, and a scenario (model + hardware +
+workload + assumptions), as preset dataclasses (validated like :mod:`kvcalc.model.schema`'s), plus the checks
+that tie a workload together.
 
 Shared segments are nested prefixes, in file order (e.g. a system prompt shared by all requests, then a
 few-shot block shared within each group). Requests are numbered class by class in file order; segment s with
@@ -11,8 +11,7 @@ g groups puts request i (of N) in group floor(i x g / N): contiguous groups of N
 from dataclasses import dataclass, field
 from typing import Annotated, Literal, Optional
 
-from kvcalc.errors import InputError
-from kvcalc.schema import STRICT, Bounds, Fraction, NonNegFloat, PositiveFloat, PositiveInt, TokenCount
+from kvcalc.model.schema import STRICT, Bounds, Fraction, NonNegFloat, PositiveFloat, PositiveInt, TokenCount
 
 
 @dataclass(frozen=True)
@@ -108,26 +107,3 @@ class ScenarioPreset:
 
 
 PRESET_KINDS = {"workloads": WorkloadPreset, "scenarios": ScenarioPreset}
-
-
-def inline_workload(requests: int, context_tokens: int, output_tokens: int,
-                    shared: list[tuple[int, int]]) -> WorkloadPreset:
-    """A one-class workload from command-line flags (each already parsed and bounded); InputError names the
-    flag when the segments do not fit the requests."""
-    try:
-        return WorkloadPreset(
-            schema_version=1, source="command line", display_name=f"{requests} x {context_tokens:,} tokens",
-            classes=[RequestClass(count=requests, context_tokens=context_tokens, output_tokens=output_tokens)],
-            shared=[SharedSegment(name=f"shared {i + 1}", tokens=t, groups=g) for i, (t, g) in enumerate(shared)])
-    except ValueError as e:
-        raise InputError(f"--shared-prefix: {e}") from None
-
-
-def parse_shared_prefix(text: str) -> tuple[int, int]:
-    """``TOKENS[:GROUPS]`` -> (tokens, groups); e.g. ``1500`` (shared by all) or ``500:5``."""
-    from kvcalc.units import parse_tokens
-
-    tokens, _, groups = text.partition(":")
-    t = parse_tokens(tokens, "--shared-prefix")
-    g = parse_tokens(groups, "--shared-prefix groups") if groups else 1
-    return t, g

@@ -1,9 +1,9 @@
-"""Derivations for ``--explain``: each formula with the numbers substituted (text, never printed here)."""
+"""``--explain`` for KV bytes: each layer group's stored and read bytes with the numbers substituted (text)."""
 
 from __future__ import annotations
 
-from kvcalc import attention as att
-from kvcalc.units import fmt_bytes, fmt_bytes_exact, fmt_seconds, fmt_count
+from kvcalc.model import attention as att
+from kvcalc.out.units import fmt_bytes, fmt_bytes_exact, fmt_count
 
 
 def _n(x: float) -> str:
@@ -55,8 +55,3 @@ def kv_lines(name: str, groups: list[att.GroupLayout], tokens: int, total: float
     lines.append(f"  total per request = {fmt_bytes_exact(total)} ({fmt_bytes(total)}); "
                  f"/ L = {fmt_count(total / tokens)} B/token")
     return lines
-
-
-def transfer_line(what: str, nbytes: float, latency_s: float, bw: float, total_s: float) -> str:
-    """time = latency + bytes / bandwidth with the numbers substituted."""
-    return (f"{what}: {fmt_seconds(latency_s)} + {fmt_bytes(nbytes)} / {fmt_bytes(bw)}/s = {fmt_seconds(total_s)}")

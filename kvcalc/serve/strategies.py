@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kvcalc.workload import WorkloadPreset
+from kvcalc.model.workload_schema import WorkloadPreset
 
 STRATEGIES = {"lru": "A: LRU, no prefix reuse", "prefix-tree": "C: radix prefix tree + reference counts"}
 

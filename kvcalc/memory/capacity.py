@@ -15,11 +15,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvcalc import attention as att
-from kvcalc.kv import request_bytes
-from kvcalc.schema import HardwarePreset, LinkPreset, ModelPreset
-from kvcalc.blocks import block_bytes as paged_block_bytes
-from kvcalc.transfer import transfer_time_s
+from kvcalc.memory.blocks import block_bytes as paged_block_bytes
+from kvcalc.model import attention as att
+from kvcalc.model.kv import request_bytes
+from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
+from kvcalc.move.links import transfer_time_s
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,9 @@ CAPACITY_COLUMNS = (
 def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link: LinkPreset,
                     inp: CapacityInputs, opts: att.KvOptions = att.KvOptions()):
     """The ``kvcalc capacity`` result for several models on one node."""
-    from kvcalc import explain
-    from kvcalc.results import Column, Result, Table
-    from kvcalc.units import fmt_bytes, fmt_count, fmt_percent
+    from kvcalc.out import explain
+    from kvcalc.out.results import Column, Result, Table
+    from kvcalc.out.units import fmt_bytes, fmt_count, fmt_percent
 
     rows = [capacity_row(n, m, hw_name, hw, link_name, link, inp, opts) for n, m in models]
     place = ("data-parallel attention: each GPU holds whole requests" if inp.attention == "dp" else

@@ -1,7 +1,7 @@
 """Find, load and validate presets: by name from the shipped catalogue, or by path from a user's file.
 
 Presets live in ``kvcalc/presets/<kind>/<name>.toml`` in an installed wheel, or in the top-level ``presets/``
-of a source checkout. A bad file raises :class:`~kvcalc.errors.InputError` with one line naming the file,
+of a source checkout. A bad file raises :class:`~kvcalc.out.errors.InputError` with one line naming the file,
 the field and the problem; an unknown name lists close matches.
 """
 
@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from kvcalc.errors import InputError, PresetNotFound
+from kvcalc.out.errors import InputError, PresetNotFound
 
 KINDS = ("models", "hardware", "links", "workloads", "scenarios")
 
@@ -21,21 +21,19 @@ KINDS = ("models", "hardware", "links", "workloads", "scenarios")
 @functools.cache
 def presets_root() -> Path:
     """The directory holding the shipped presets (installed wheel first, then a source checkout)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "presets", here.parent / "presets"):
+    package = Path(__file__).resolve().parents[1]  # kvcalc/ (model/ is one level down)
+    for candidate in (package / "presets", package.parent / "presets"):
         if (candidate / "models").is_dir():
             return candidate
     raise InputError("cannot find the shipped presets directory (is the installation complete?)")
 
 
 def _schema_for(kind: str):
-    from kvcalc import schema
-
+    from kvcalc.model import schema
     if kind in schema.PRESET_KINDS:
         return schema.PRESET_KINDS[kind]
-    from kvcalc import workload
-
-    return workload.PRESET_KINDS[kind]
+    from kvcalc.model import workload_schema
+    return workload_schema.PRESET_KINDS[kind]
 
 
 def names(kind: str) -> list[str]:
@@ -114,7 +112,7 @@ def json_schema(kind: str) -> dict:
 def _load(kind: str, path: Path, shipped: bool):
     data = read_toml(path)
     if shipped:  # validated by the test suite: build directly, without loading pydantic (fast start-up)
-        from kvcalc.schema import build
+        from kvcalc.model.schema import build
 
         try:
             return build(_schema_for(kind), data)

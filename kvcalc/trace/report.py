@@ -9,7 +9,7 @@ groups, each layer's page padded where the model sets ``page_align_bytes``; ``bl
 that block is the compressed cache (CSA/HCA entries and indexer keys); the sliding-window ring and the
 per-request compressor state are not paged per block and are not counted.
 
-The replay semantics are those of :mod:`kvcalc.trace` (see its docstring); :data:`SEMANTICS` says them in
+The replay semantics are those of :mod:`kvcalc.trace.replay` (see its docstring); :data:`SEMANTICS` says them in
 short lines for ``--help``, notes and ``--explain``. This module computes and formats text; it never prints.
 """
 
@@ -21,12 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from kvcalc import attention as att
-from kvcalc import trace as tr
-from kvcalc.errors import InputError
-from kvcalc.results import Column, Result, Table
-from kvcalc.schema import ModelPreset
-from kvcalc.units import fmt_bytes_exact, fmt_count, fmt_percent, parse_bytes, parse_token_capacity
+from kvcalc.model import attention as att
+from kvcalc.model.schema import ModelPreset
+from kvcalc.out.errors import InputError
+from kvcalc.out.results import Column, Result, Table
+from kvcalc.out.units import fmt_bytes_exact, fmt_count, fmt_percent, parse_bytes, parse_token_capacity
+from kvcalc.trace.analysis import analyze_trace
+from kvcalc.trace.lru_curve import LruProfile
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS
+from kvcalc.trace.replay import POLICIES, ReplayResult, capacity_grid, capacity_tokens_from_bytes
+from kvcalc.trace.stats import TraceStats
 
 DEFAULT_CAPACITIES = "3m,10m,20m,inf"
 DEFAULT_CURVE_POINTS = 20
@@ -98,7 +102,7 @@ def parse_capacity_list(text: str, what: str = "--capacity") -> list[CapacitySpe
 def block_bytes_of(model_name: str, model: ModelPreset, block_tokens: int,
                    opts: att.KvOptions = att.KvOptions()) -> BlockBytes:
     """The model's paged KV block of ``block_tokens`` tokens [B], padded as the kernel pages it."""
-    from kvcalc.blocks import block_bytes, block_bytes_unpadded
+    from kvcalc.memory.blocks import block_bytes, block_bytes_unpadded
 
     groups = att.resolve_groups(model, opts)
     return BlockBytes(
@@ -118,7 +122,7 @@ def resolve_capacities(specs: Sequence[CapacitySpec], block_tokens: int, block: 
             if block is None:
                 raise InputError(f"{what}: {spec.text!r} is in bytes; give --model to convert bytes -> blocks "
                                  "-> tokens (or give tokens, e.g. 3m)")
-            out.append(Capacity(spec, tr.capacity_tokens_from_bytes(spec.bytes, block.kv_bytes_per_block,
+            out.append(Capacity(spec, capacity_tokens_from_bytes(spec.bytes, block.kv_bytes_per_block,
                                                                     block_tokens)))
         else:
             out.append(Capacity(spec, spec.tokens))
@@ -154,7 +158,7 @@ class TraceInputs:
 
     path: str
     capacities: tuple[CapacitySpec, ...] = ()
-    block_tokens: int = tr.DEFAULT_BLOCK_TOKENS
+    block_tokens: int = DEFAULT_BLOCK_TOKENS
     policy: str = "lru"
     curve: bool = False
     curve_points: int = DEFAULT_CURVE_POINTS
@@ -184,7 +188,7 @@ def _inf(x: Optional[int]) -> float | int:
     return math.inf if x is None else x
 
 
-def capacity_row(cap: Capacity, r: tr.ReplayResult, block: Optional[BlockBytes]) -> dict:
+def capacity_row(cap: Capacity, r: ReplayResult, block: Optional[BlockBytes]) -> dict:
     """One main row: the capacity in tokens, blocks (and bytes held with a model) and its replay figures."""
     held = None
     if block is not None:
@@ -199,7 +203,7 @@ def capacity_row(cap: Capacity, r: tr.ReplayResult, block: Optional[BlockBytes])
     }
 
 
-def stats_row(path: str, s: tr.TraceStats) -> dict:
+def stats_row(path: str, s: TraceStats) -> dict:
     """The trace table's one row: counts, duration [s], length distributions [tokens], infinite-cache maxima."""
     row = {"file": Path(path).name, "block_tokens": s.block_tokens, "requests": s.requests,
            "skipped_lines": s.skipped_lines, "duration_s": s.duration_s,
@@ -219,11 +223,11 @@ def _capacity_order(cap: Capacity) -> float:
     return math.inf if cap.tokens is None else cap.tokens
 
 
-def _curve_capacities(given: list[Capacity], profile: tr.LruProfile, points: int) -> list[Capacity]:
+def _curve_capacities(given: list[Capacity], profile: LruProfile, points: int) -> list[Capacity]:
     """A geometric grid up to the working set, merged with the given capacities, ascending (inf last)."""
     working_set = max(1, profile.distinct_blocks) * profile.block_tokens
     grid = [Capacity(CapacitySpec("curve", tokens=t), t)
-            for t in tr.capacity_grid(working_set, points, profile.block_tokens)]
+            for t in capacity_grid(working_set, points, profile.block_tokens)]
     seen = {c.tokens for c in given}
     return sorted(given + [c for c in grid if c.tokens not in seen], key=_capacity_order)
 
@@ -248,8 +252,8 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     Main rows: one per capacity (the given ones; with ``curve`` also a geometric grid up to the working set,
     LRU only). Extra table ``trace``: the trace's own statistics (one row).
     """
-    if inp.policy not in tr.POLICIES:
-        raise InputError(f"--policy: {inp.policy!r} is not one of {', '.join(tr.POLICIES)}")
+    if inp.policy not in POLICIES:
+        raise InputError(f"--policy: {inp.policy!r} is not one of {', '.join(POLICIES)}")
     if inp.curve and inp.policy != "lru":
         raise InputError(f"--curve: the one-pass hit-rate curve is for --policy lru only, not {inp.policy!r} "
                          "(give --capacity values instead)")
@@ -259,7 +263,7 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
         raise InputError("--capacity: no capacity given")
     block = block_bytes_of(model[0], model[1], inp.block_tokens, opts) if model else None
     given = resolve_capacities(inp.capacities, inp.block_tokens, block)
-    analysis = tr.analyze_trace(inp.path, [c.tokens for c in given], inp.block_tokens, inp.policy, inp.skip_bad,
+    analysis = analyze_trace(inp.path, [c.tokens for c in given], inp.block_tokens, inp.policy, inp.skip_bad,
                                 keep_profile=inp.curve)
     if inp.curve:
         caps = _curve_capacities(given, analysis.profile, inp.curve_points)

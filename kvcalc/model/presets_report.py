@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvcalc import catalog
-from kvcalc.errors import InputError, PresetNotFound
+from kvcalc.model import catalog
+from kvcalc.out.errors import InputError, PresetNotFound
 
 # keys that identify a kind when --kind is not given
 _SIGNATURES = {"layer_groups": "models", "as_stated_kv_bytes_per_token": "models", "hbm_gb": "hardware",
@@ -55,7 +55,7 @@ def find(name: str, kind: str | None):
 
 def list_result(kinds: list[str] | None = None):
     """Every shipped preset: kind, name, display name, source."""
-    from kvcalc.results import Column, Result, Table
+    from kvcalc.out.results import Column, Result, Table
 
     rows = []
     for k in kinds or [k for k in catalog.KINDS if (catalog.presets_root() / k).is_dir()]:

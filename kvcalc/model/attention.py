@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from kvcalc.schema import KV_DTYPE_BYTES, CompressedGroup, FullGroup, MlaGroup, ModelPreset
+from kvcalc.model.schema import KV_DTYPE_BYTES, CompressedGroup, FullGroup, MlaGroup, ModelPreset
+
 
 # MLA latent layouts [B per layer per token], kv_lora_rank r and rope dim d (DeepSeek V3: r=512, d=64).
 def mla_entry_bytes(layout: str, kv_lora_rank: int, rope_head_dim: int) -> int:

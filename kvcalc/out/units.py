@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 
-from kvcalc.errors import InputError
+from kvcalc.out.errors import InputError
 
 # Decimal (SI) and binary (IEC) byte multiples.
 KB = 1e3

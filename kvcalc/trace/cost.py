@@ -1,7 +1,7 @@
 """Cost from a trace: the trace's requests and measured prefix reuse feed strategies A and C of the cost model.
 
 One streaming pass replays the trace through a single LRU cache of capacity C (:func:`trace.replay_per_request`,
-the semantics of :mod:`kvcalc.trace`). Then:
+the semantics of :mod:`kvcalc.trace.replay`). Then:
 
 - A ``lru``: every request prefills its whole input (cached tokens 0), as A does on a workload.
 - C ``prefix-tree``: every request reuses what the LRU cache held for it when it arrived (its measured
@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from kvcalc import trace as tr
-from kvcalc.errors import InputError
-from kvcalc.strategies import RequestMix, Slice
+from kvcalc.out.errors import InputError
+from kvcalc.serve.strategies import RequestMix, Slice
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, read_trace
+from kvcalc.trace.replay import replay_per_request
 
 INPUT_CLASSES = ((4096, "input <= 4K"), (16384, "input 4K-16K"), (65536, "input 16K-64K"), (None, "input > 64K"))
 
@@ -63,14 +64,14 @@ def _mix(counts: Counter, cache_tokens: int) -> RequestMix:
     return RequestMix(slices, cache_tokens, cache_tokens, labels)
 
 
-def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: int = tr.DEFAULT_BLOCK_TOKENS,
+def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: int = DEFAULT_BLOCK_TOKENS,
                 skip_bad: bool = False) -> TraceMixes:
     """Stream the trace once through an LRU cache of ``capacity_tokens`` [tokens] (None = infinite) -> mixes."""
-    reader = tr.read_trace(path, block_tokens, skip_bad)
+    reader = read_trace(path, block_tokens, skip_bad)
     lru: Counter = Counter()
     tree: Counter = Counter()
     peak = requests = input_tokens = reused = 0
-    for step in tr.replay_per_request(reader, capacity_tokens, block_tokens, "lru"):
+    for step in replay_per_request(reader, capacity_tokens, block_tokens, "lru"):
         r = step.request
         label = input_class(r.input_length)
         lru[(label, r.input_length, 0, r.output_length)] += 1
@@ -86,16 +87,16 @@ def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: 
                       peak_cached_blocks=peak, skipped_lines=reader.skipped_lines, first_problem=reader.first_problem)
 
 
-def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = tr.DEFAULT_BLOCK_TOKENS,
+def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DEFAULT_BLOCK_TOKENS,
                          skip_bad: bool = False):
     """``kvcalc compare --trace``: A vs C on the scenario's model and hardware with the trace's requests.
 
     ``inp`` is the resolved scenario (cost.CostInputs); ``capacity`` a trace_report.CapacitySpec (tokens, bytes
     converted with the scenario's model, or infinite).
     """
-    from kvcalc.cost import compare_result
-    from kvcalc.trace_report import block_bytes_of, conversion_line, resolve_capacities
-    from kvcalc.units import fmt_count, fmt_percent
+    from kvcalc.out.units import fmt_count, fmt_percent
+    from kvcalc.serve.cost import compare_result
+    from kvcalc.trace.report import block_bytes_of, conversion_line, resolve_capacities
 
     block = block_bytes_of(inp.model_name, inp.model, block_tokens, inp.kv_options)
     cap = resolve_capacities([capacity], block_tokens, block)[0]
@@ -122,7 +123,7 @@ def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = tr
     ]
     explain = []
     if cap.spec.bytes is not None:
-        from kvcalc.trace_report import block_line
+        from kvcalc.trace.report import block_line
 
         explain += [block_line(block), conversion_line(cap, block)]
         notes.append(f"capacity {conversion_line(cap, block)}")

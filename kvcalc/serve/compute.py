@@ -10,8 +10,8 @@ FLOPs are not counted. Every sum is a closed form, so a 1 M-token prefill costs 
 
 from __future__ import annotations
 
-from kvcalc import attention as att
-from kvcalc.schema import ModelPreset
+from kvcalc.model import attention as att
+from kvcalc.model.schema import ModelPreset
 
 
 def sum_t(n: int) -> int:

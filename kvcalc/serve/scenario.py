@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from kvcalc import catalog, units
-from kvcalc.attention import KvOptions
-from kvcalc.cost import CostInputs
+from kvcalc.model import catalog
+from kvcalc.model.attention import KvOptions
+from kvcalc.out import units
+from kvcalc.serve.cost import CostInputs
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ exposed = max(0, transfer - overlap).
 
 from __future__ import annotations
 
-from kvcalc.schema import LinkPreset
-from kvcalc.transfer import exposed_prefetch_s, transfer_time_s
+from kvcalc.model.schema import LinkPreset
+from kvcalc.move.links import exposed_prefetch_s, transfer_time_s
 
 
 def handoff_fields(row: dict, link_name: str, link: LinkPreset, overlap_s: float | None,
@@ -42,7 +42,7 @@ PD_COLUMNS = (
 
 def pd_table(rows: list[dict]):
     """The 'disaggregation' table of compare/cost."""
-    from kvcalc.results import Column, Table
+    from kvcalc.out.results import Column, Table
 
     return Table("disaggregation", "Prefill -> decode hand-off (coalesced copy per request; speculative prefetch "
                  "hides it behind the overlap window)", tuple(Column(*c) for c in PD_COLUMNS), tuple(rows))

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvcalc import attention as att
-from kvcalc.schema import ModelPreset
+from kvcalc.model import attention as att
+from kvcalc.model.schema import ModelPreset
 
 DEFAULT_BLOCK_TOKENS = (16, 32, 64, 128, 256, 512, 1024)
 DEFAULT_ENTRY_BYTES = 4.0    # int32 block-table entry (vLLM block_table.py, FlashMLA)
@@ -164,7 +164,7 @@ RECOMMEND_COLUMNS = (
 
 
 def _explain_row(name: str, groups: list[att.GroupLayout], align: int | None, r: dict) -> str:
-    from kvcalc.units import fmt_bytes_exact, fmt_count, fmt_percent
+    from kvcalc.out.units import fmt_bytes_exact, fmt_count, fmt_percent
 
     b = r["block_tokens"]
     parts = []
@@ -189,8 +189,8 @@ def _explain_row(name: str, groups: list[att.GroupLayout], align: int | None, r:
 
 def blocks_result(models: list[tuple[str, ModelPreset]], inp: BlockInputs, opts: att.KvOptions = att.KvOptions()):
     """The ``kvcalc blocks`` result: one row per model and block size, and the recommended size per model."""
-    from kvcalc.results import Column, Result, Table
-    from kvcalc.units import fmt_percent
+    from kvcalc.out.results import Column, Result, Table
+    from kvcalc.out.units import fmt_percent
 
     rows, recs, lines = [], [], []
     notes = [f"block-table entry {inp.entry_bytes:g} B per block"

@@ -1,12 +1,12 @@
 """The preset files (TOML) as frozen dataclasses, validated strictly by pydantic when read from a user's file.
 
 Unknown keys are rejected (``extra: forbid``); numbers carry bounds (``Bounds``) and NaN/infinity are refused.
-pydantic validates these stdlib dataclasses through a ``TypeAdapter`` (:mod:`kvcalc.catalog`), so this
+pydantic validates these stdlib dataclasses through a ``TypeAdapter`` (:mod:`kvcalc.model.catalog`), so this
 module imports no pydantic and the CLI starts fast: the shipped presets, validated by the test suite, are built
 directly with :func:`build`. A string right after a field is its description (in ``kvcalc presets schema``).
 
 Readable units appear only where the field name says which (``hbm_gb``, ``bandwidth_gb_per_s``,
-``params_total_b`` in billions); :mod:`kvcalc.units` converts them once, in the accessors below.
+``params_total_b`` in billions); :mod:`kvcalc.out.units` converts them once, in the accessors below.
 """
 
 # No ``from __future__ import annotations``: build() reads the field types as objects.
@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Literal, Optional, Union
 
-from kvcalc import units
+from kvcalc.out import units
 
 STRICT = {"extra": "forbid", "use_attribute_docstrings": True}
 

@@ -1,18 +1,10 @@
-"""Moving KV: alpha-beta transfer times, separate vs coalesced copies, prefetch overlap, reuse vs recompute.
+"""The ``kvcalc transfer`` question: a block, a request and a batch of a model's KV moved over links
+(:mod:`kvcalc.move.links`), next to the prefill that produced them; prefix-cache hits served from lower tiers,
+load vs recompute.
 
-time = latency + bytes / bandwidth, per copy (the alpha-beta model; ``reference/hardware.md``). A copy of a few
-hundred bytes costs the link's fixed latency (5-7 us for a cudaMemcpy over PCIe), not bytes / bandwidth, so tiny
-blocks are latency-bound. n separate copies pay n latencies; one coalesced copy pays one.
-
-Payloads: one paged block (its padded bytes, see :mod:`kvcalc.blocks`), one request's KV (every stored entry plus
-the fixed per-request state, unpadded: what must reach the decode node), and a batch of N requests.
-
-Prefill-to-decode handoff (strategy D, speculative prefetch): the exposed time is max(0, transfer - overlap).
-Reuse vs recompute: loading a cached prefix beats prefilling it when bandwidth > KV bytes per token / prefill
-seconds per token (the break-even bandwidth). Prefill seconds per token use the matmul-only model
-2 x active params / (GPUs x FP8 dense peak x MFU) (to be reconciled with compute.py).
-
-Functions over numbers accept floats or numpy arrays.
+Payloads: one paged block (its padded bytes, see :mod:`kvcalc.memory.blocks`), one request's KV (every stored
+entry plus the fixed per-request state, unpadded: what must reach the decode node), and a batch of N requests.
+Prefill seconds per token: 2 x active params / (GPUs x FP8 dense peak x MFU) (:mod:`kvcalc.serve.compute`).
 """
 
 from __future__ import annotations
@@ -20,63 +12,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvcalc.compute import prefill_s_per_token
-from kvcalc.schema import HardwarePreset, LinkPreset, ModelPreset
+from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
+from kvcalc.move.links import (Payload, bound, breakeven_bandwidth_bytes_per_s, effective_bandwidth_bytes_per_s,
+                               exposed_prefetch_s, latency_share, separate_copies_time_s, transfer_time_s)
+from kvcalc.serve.compute import prefill_s_per_token
 
 DEFAULT_LINKS = ("pcie-gen5-x16", "nvlink4", "ib-ndr400", "eth-100g", "eth-10g", "nvme-gen5")
 # End-to-end prefill reaches ~15-24% of FP8 dense peak on big MoE models (DeepSeek production ~15%,
 # RTP-LLM ~20%, SGLang on H100 ~24%: reference/hardware.md, "Efficiencies").
 DEFAULT_MFU = 0.2
-
-
-def transfer_time_s(nbytes, latency_s: float, bandwidth_bytes_per_s: float):
-    """Alpha-beta transfer time of one copy: latency + bytes / bandwidth [s]."""
-    return latency_s + nbytes / bandwidth_bytes_per_s
-
-
-def separate_copies_time_s(nbytes, copies, latency_s: float, bandwidth_bytes_per_s: float):
-    """``copies`` separate copies of ``nbytes`` in all: copies x latency + bytes / bandwidth [s]."""
-    return copies * latency_s + nbytes / bandwidth_bytes_per_s
-
-
-def latency_share(latency_s: float, time_s):
-    """Share of a transfer's time spent in fixed latency: latency / time [0..1]."""
-    return latency_s / time_s
-
-
-def effective_bandwidth_bytes_per_s(nbytes, time_s):
-    """Bytes actually moved per second of transfer time, latency included [B/s]."""
-    return nbytes / time_s
-
-
-def exposed_prefetch_s(transfer_s, overlap_s):
-    """Transfer time not hidden behind an overlap window (strategy D): max(0, transfer - overlap) [s]."""
-    diff = transfer_s - overlap_s
-    if hasattr(diff, "shape"):  # a numpy array (sweeps); numpy is imported only then
-        import numpy as np
-
-        return np.maximum(diff, 0.0)
-    return max(0.0, float(diff))
-
-
-def breakeven_bandwidth_bytes_per_s(kv_bytes_per_token, prefill_s_per_token_):
-    """Bandwidth above which loading a token's KV is faster than prefilling it again (latency ignored) [B/s]."""
-    return kv_bytes_per_token / prefill_s_per_token_
-
-
-def bound(latency_share_: float) -> str:
-    """'latency' when fixed latency is at least half the time, else 'bandwidth'."""
-    return "latency" if latency_share_ >= 0.5 else "bandwidth"
-
-
-@dataclass(frozen=True)
-class Payload:
-    """Something to move: its name, tokens, bytes [B] and the blocks it is made of (copies if sent apart)."""
-
-    name: str
-    tokens: int
-    nbytes: float
-    copies: int
 
 
 @dataclass(frozen=True)
@@ -94,9 +38,9 @@ class TransferInputs:
 
 def payloads(model: ModelPreset, inp: TransferInputs, opts=None) -> list[Payload]:
     """The three payloads for a model: one block, one request's KV, the batch's KV."""
-    from kvcalc import attention as att
-    from kvcalc import blocks
-    from kvcalc.kv import request_bytes
+    from kvcalc.memory import blocks
+    from kvcalc.model import attention as att
+    from kvcalc.model.kv import request_bytes
 
     opts = opts or att.KvOptions()
     groups = att.resolve_groups(model, opts)
@@ -174,8 +118,8 @@ TIER_COLUMNS = (
 
 
 def _transfer_explain(r: dict) -> list[str]:
-    from kvcalc import explain
-    from kvcalc.units import fmt_count, fmt_percent, fmt_seconds
+    from kvcalc.out import explain
+    from kvcalc.out.units import fmt_count, fmt_percent, fmt_seconds
 
     lines = ["  " + explain.transfer_line(f"{r['payload']} over {r['link']}", r["bytes"], r["latency_s"],
                                           r["bandwidth_bytes_per_s"], r["time_s"])
@@ -191,9 +135,9 @@ def transfer_result(model_name: str, model: ModelPreset, links: list[tuple[str, 
                     tiers: list[tuple[str, float, str, LinkPreset]] | None = None):
     """The ``kvcalc transfer`` result: payloads x links; with ``tiers`` [(tier, capacity [B], link name, link)]
     also a table of prefix-cache hits served from those tiers (load vs recompute)."""
-    from kvcalc import attention as att
-    from kvcalc.results import Column, Result, Table
-    from kvcalc.units import fmt_count, fmt_percent, fmt_rate, fmt_seconds
+    from kvcalc.model import attention as att
+    from kvcalc.out.results import Column, Result, Table
+    from kvcalc.out.units import fmt_count, fmt_percent, fmt_rate, fmt_seconds
 
     opts = opts or att.KvOptions()
     per_token = prefill_s_per_token(model, inp.gpus, hw.peak_flops("fp8"), inp.mfu)
@@ -252,7 +196,7 @@ def transfer_result(model_name: str, model: ModelPreset, links: list[tuple[str, 
 
 def explain_load(t: dict) -> str:
     """'6 us + 29.81 MB / 55.5 GB/s = 543 us' for a tier row."""
-    from kvcalc.units import fmt_bytes, fmt_seconds
+    from kvcalc.out.units import fmt_bytes, fmt_seconds
 
     return (f"{fmt_seconds(t['latency_s'])} + {fmt_bytes(t['bytes'])} / {fmt_bytes(t['bandwidth_bytes_per_s'])}/s"
             f" = {fmt_seconds(t['load_s'])}")

@@ -8,7 +8,7 @@ import operator
 import re
 from dataclasses import dataclass
 
-from kvcalc.errors import InputError
+from kvcalc.out.errors import InputError
 
 OPS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
        "<": operator.lt, ">": operator.gt}

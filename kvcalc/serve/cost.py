@@ -14,15 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from kvcalc import attention as att
-from kvcalc import compute, strategies
-from kvcalc.blocks import paged_bytes_per_token
-from kvcalc.capacity import per_gpu_request_bytes
-from kvcalc.kv import read_bytes, request_bytes
-from kvcalc.schema import HardwarePreset, LinkPreset, ModelPreset
-from kvcalc.transfer import breakeven_bandwidth_bytes_per_s
-from kvcalc.units import SECONDS_PER_HOUR, usd_per_hour_to_usd_per_s, usd_per_million
-from kvcalc.workload import WorkloadPreset
+from kvcalc.memory.blocks import paged_bytes_per_token
+from kvcalc.memory.capacity import per_gpu_request_bytes
+from kvcalc.model import attention as att
+from kvcalc.model.kv import read_bytes, request_bytes
+from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
+from kvcalc.model.workload_schema import WorkloadPreset
+from kvcalc.move.links import breakeven_bandwidth_bytes_per_s
+from kvcalc.out.units import SECONDS_PER_HOUR, usd_per_hour_to_usd_per_s, usd_per_million
+from kvcalc.serve import compute, strategies
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
         "kv_handoff_bytes": kv_all - reused * paged,
     }
     if inp.pd_link is not None:
-        from kvcalc.disagg import handoff_fields
+        from kvcalc.move.handoff import handoff_fields
 
         row |= handoff_fields(row, inp.pd_link_name, inp.pd_link, inp.pd_overlap_s)
     class_rows = [{"strategy": strategy, "class": label, "requests": ttft_n[label],
@@ -170,7 +170,7 @@ def _pd_tables(inp: CostInputs, rows: list[dict]) -> tuple:
     """The disaggregation table when the scenario names a prefill -> decode link, else nothing."""
     if inp.pd_link is None:
         return ()
-    from kvcalc.disagg import pd_table
+    from kvcalc.move.handoff import pd_table
 
     return (pd_table(rows),)
 
@@ -185,7 +185,7 @@ def _inputs_echo(inp: CostInputs) -> dict:
 
 
 def _assumption_table(inp: CostInputs):
-    from kvcalc.results import Column, Table
+    from kvcalc.out.results import Column, Table
 
     return Table("assumptions", "Assumptions and where they come from",
                  (Column("assumption", "assumption", "text"), Column("value", "value", "auto"),
@@ -194,7 +194,7 @@ def _assumption_table(inp: CostInputs):
 
 
 def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
-    from kvcalc.units import fmt_bytes
+    from kvcalc.out.units import fmt_bytes
 
     notes = []
     for r in rows:
@@ -208,7 +208,7 @@ def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
 
 
 def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
-    from kvcalc.units import fmt_count, fmt_flops, fmt_rate, fmt_seconds, fmt_usd
+    from kvcalc.out.units import fmt_count, fmt_flops, fmt_rate, fmt_seconds, fmt_usd
 
     node = inp.gpus * inp.peak_flops_per_gpu * inp.mfu_prefill
     out = [f"node compute = {inp.gpus} x {fmt_rate(inp.peak_flops_per_gpu, 'FLOP/s')} x MFU {inp.mfu_prefill:g} "
@@ -239,7 +239,7 @@ def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
 
 def cost_result(inp: CostInputs, strategy: str):
     """The ``kvcalc cost`` result: one strategy, per-class TTFT, assumptions."""
-    from kvcalc.results import Column, Result, Table
+    from kvcalc.out.results import Column, Result, Table
 
     row, classes = strategy_row(inp, strategy)
     main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}",
@@ -251,7 +251,7 @@ def cost_result(inp: CostInputs, strategy: str):
 
 
 def _class_table(rows: list[dict]):
-    from kvcalc.results import Column, Table
+    from kvcalc.out.results import Column, Table
 
     return Table("classes", "TTFT per request class (compute split evenly over concurrent requests)",
                  (Column("strategy", "strategy", "text"), Column("class", "class", "text"),
@@ -273,7 +273,7 @@ def delta_rows(a: dict, c: dict) -> list[dict]:
 def compare_result(inp: CostInputs, mixes: dict | None = None):
     """The ``kvcalc compare`` result: A and C side by side, deltas, per-class TTFT, assumptions.
     ``mixes`` maps strategy -> RequestMix (e.g. from a trace replay); default: the workload's."""
-    from kvcalc.results import Column, Result, Table
+    from kvcalc.out.results import Column, Result, Table
 
     mixes = mixes or {}
     a, ca = strategy_row(inp, "lru", mixes.get("lru"))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc import attention as att
-from kvcalc.schema import ModelPreset
+from kvcalc.model import attention as att
+from kvcalc.model.schema import ModelPreset
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,8 @@ def group_rows(p: KvProfile) -> list[dict]:
 def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
               opts: att.KvOptions = att.KvOptions()):
     """The ``kvcalc kv`` result: one row per model and context, a per-group breakdown, derivations."""
-    from kvcalc import explain
-    from kvcalc.results import Column, Result, Table
+    from kvcalc.model import kv_explain
+    from kvcalc.out.results import Column, Result, Table
 
     rows, grows, lines, notes = [], [], [], []
     for name, model in models:
@@ -141,7 +141,7 @@ def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
             p = kv_profile(name, model, tokens, opts)
             rows.append(profile_row(p))
             grows.extend(group_rows(p))
-            lines.extend(explain.kv_lines(name, groups, tokens, p.kv_bytes_per_request))
+            lines.extend(kv_explain.kv_lines(name, groups, tokens, p.kv_bytes_per_request))
             if model.max_context_tokens and tokens > model.max_context_tokens:
                 notes.append(f"{name}: {tokens:,} tokens is beyond its {model.max_context_tokens:,}-token context")
         if model.as_stated_kv_bytes_per_token is not None:

@@ -1,0 +1,288 @@
+"""The one-pass LRU curve: hit rates of every cache capacity of a trace from one pass over its stack depths.
+
+One-pass LRU curve (:func:`lru_curve`, :func:`lru_profile`): LRU has the inclusion property: a cache of
+``C`` blocks always holds the ``C`` most recently used distinct blocks (the top ``C`` of the global LRU
+stack). Before a request, block ``j`` has depth ``d_j`` = the number of distinct blocks whose last access is
+at or after its own (infinite if never seen), so it is cached at capacity ``C`` iff ``d_j <= C``, and the
+request's hit run at ``C`` is the number of leading ``j`` whose prefix maximum ``m_j = max(d_0..d_j) <= C``.
+Each block's tokens (``B``, or the remainder for the last block) and a count of one go into histograms keyed
+by ``m_j``; cumulative sums give reused tokens and hit blocks at every capacity at once, equal to separate
+replays exactly. Depths are computed with numpy in chunks of requests: timestamps are compacted to the
+live blocks at each chunk start, and within a chunk the depth of a block last seen at slot ``q``, for a
+request starting at slot ``s``, is ``(s - q) - #{earlier accesses j in the chunk with prev(j) >= q}``,
+counted for all accesses at once with a wavelet matrix. Memory: the distinct blocks plus one chunk.
+
+This module computes; it never prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kvcalc.out.errors import InputError
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens, read_trace
+from kvcalc.trace.replay import ReplayResult, capacity_blocks_for, replay_result
+
+DEFAULT_CHUNK_ACCESSES = 1 << 16  # minimum accesses per numpy chunk of the LRU curve
+_MAX_CHUNK_ACCESSES = 1 << 24  # keeps request index * _DEPTH_SPAN below 2^63
+_DEPTH_SPAN = 1 << 36  # depths (and chunk slots) stay below this; per-request offset for segmented scans
+_INF_DEPTH = _DEPTH_SPAN - 1
+
+
+@dataclass(frozen=True)
+class LruProfile:
+    """LRU hit histograms keyed by stack depth: answers every capacity of one trace (see module doc).
+
+    ``reused_tokens_upto[d]`` / ``hit_blocks_upto[d]`` are the reused tokens / hit blocks of a cache of
+    ``d`` blocks, for ``d`` in ``0 .. distinct_blocks`` (larger caches behave like ``distinct_blocks``).
+    """
+
+    block_tokens: int
+    requests: int
+    skipped_lines: int
+    input_tokens: int  # [tokens]
+    total_blocks: int  # [blocks]
+    distinct_blocks: int  # [blocks]
+    reused_tokens_upto: np.ndarray  # [tokens], int64, cumulative by cache size in blocks
+    hit_blocks_upto: np.ndarray  # [blocks], int64, cumulative by cache size in blocks
+
+    def at(self, capacity_tokens: int | None) -> ReplayResult:
+        """The LRU replay result of one capacity [tokens] (None = infinite)."""
+        capacity_blocks = capacity_blocks_for(capacity_tokens, self.block_tokens)
+        d = self.distinct_blocks if capacity_blocks is None else min(capacity_blocks, self.distinct_blocks)
+        return replay_result(
+            "lru", self.block_tokens, capacity_tokens, capacity_blocks, self.requests, self.skipped_lines,
+            self.input_tokens, int(self.reused_tokens_upto[d]), self.total_blocks,
+            int(self.hit_blocks_upto[d]), d,
+        )
+
+
+def count_prefix_at_least(values: np.ndarray, prefix_len: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """For each query i: ``#{j < prefix_len[i] : values[j] >= thresholds[i]}`` (offline, vectorized).
+
+    ``values`` and ``thresholds`` are non-negative integers; a wavelet matrix over ``values`` answers all
+    queries in O((len(values) + len(queries)) * bits) numpy work.
+    """
+    n_values = len(values)
+    n_queries = len(prefix_len)
+    if n_queries == 0:
+        return np.zeros(0, np.int64)
+    top = max(int(values.max()) if n_values else 0, int(thresholds.max())).bit_length()
+    dtype = np.int32 if top < 31 and n_values < 2**31 else np.int64
+    current = values.astype(dtype)
+    thr = thresholds.astype(dtype)
+    start = np.zeros(n_queries, dtype)
+    end = prefix_len.astype(dtype)
+    less = np.zeros(n_queries, dtype)
+    rank1 = np.zeros(n_values + 1, dtype)  # rank1[i] = ones among current[:i]
+    for bit in range(top - 1, -1, -1):
+        bits = (current >> bit) & 1
+        np.cumsum(bits, out=rank1[1:])
+        zeros = n_values - int(rank1[-1])
+        take_ones = ((thr >> bit) & 1).astype(bool)
+        r1s = rank1[start]
+        r1e = rank1[end]
+        r0s = start - r1s
+        r0e = end - r1e
+        less += np.where(take_ones, r0e - r0s, 0)  # values with a 0 here are below the threshold
+        start = np.where(take_ones, zeros + r1s, r0s)
+        end = np.where(take_ones, zeros + r1e, r0e)
+        ones = bits.astype(bool)
+        current = np.concatenate((current[~ones], current[ones]))  # stable partition: zeros first
+    return prefix_len.astype(np.int64) - less.astype(np.int64)
+
+
+class LruStackEngine:
+    """LRU stack-depth histograms over a stream of requests, computed in numpy chunks (see module doc).
+
+    State between chunks: the known ids (sorted) and each one's last-access slot, compacted so that the
+    ``D`` known blocks occupy slots ``0..D-1`` in LRU order (slot ``D-1`` = most recent). A chunk holds at
+    least ``chunk_accesses`` accesses and at least ``D / 4`` (capped at 2^24), so the O(D) work per chunk
+    (compaction, histogram update) stays O(1) per access and memory stays O(D).
+    """
+
+    def __init__(self, block_tokens: int, chunk_accesses: int = DEFAULT_CHUNK_ACCESSES):
+        check_block_tokens(block_tokens)
+        self.block_tokens = block_tokens
+        self.chunk_accesses = max(1, int(chunk_accesses))
+        self._flush_at = self.chunk_accesses
+        self._known_ids = np.zeros(0, np.int64)
+        self._known_slot = np.zeros(0, np.int64)
+        self._hist_tokens = np.zeros(1, np.int64)  # index: prefix-max depth [blocks]
+        self._hist_blocks = np.zeros(1, np.int64)
+        self._ids: list[int] = []
+        self._counts: list[int] = []
+        self._inputs: list[int] = []
+        self.requests = self.input_tokens = self.total_blocks = 0
+
+    def add(self, hash_ids: Sequence[int], input_length: int) -> None:
+        """Buffer one request; a full buffer is processed as a chunk."""
+        self.requests += 1
+        self.input_tokens += input_length
+        if hash_ids:
+            self._ids.extend(hash_ids)
+            self._counts.append(len(hash_ids))
+            self._inputs.append(input_length)
+            if len(self._ids) >= self._flush_at:
+                self._flush()
+
+    def _flush(self) -> None:
+        """Process the buffered requests: depths, histograms, then the compacted state."""
+        if not self._ids:
+            return
+        ids = np.array(self._ids, dtype=np.int64)
+        counts = np.array(self._counts, dtype=np.int64)
+        inputs = np.array(self._inputs, dtype=np.int64)
+        self._ids, self._counts, self._inputs = [], [], []
+        self.total_blocks += len(ids)
+        prev, q, req, pos, starts, found_loc, fids, found, last_local = self._previous_accesses(ids, counts)
+        depth = self._depths(prev, q, req, starts)
+        self._accumulate(depth, req, pos, inputs)
+        self._compact(len(ids), found_loc, fids, found, last_local)
+        self._flush_at = min(max(self.chunk_accesses, len(self._known_ids) // 4), _MAX_CHUNK_ACCESSES)
+
+    def _previous_accesses(self, ids: np.ndarray, counts: np.ndarray):
+        """Per access: slot of its previous access (prev) and of its last access before its request (q).
+
+        Slots: known blocks ``0..D-1``; this chunk's accesses ``D + j``. ``-1`` = never seen.
+        """
+        n = len(ids)
+        d = len(self._known_ids)
+        starts = np.cumsum(counts) - counts  # first access of each request [chunk index]
+        req = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        pos = np.arange(n, dtype=np.int64) - starts[req]  # block position inside its request
+        order = np.argsort(ids, kind="stable")  # by id, then time
+        sorted_ids = ids[order]
+        first = np.ones(n, bool)
+        np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=first[1:])
+        last = np.ones(n, bool)
+        np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=last[:-1])
+        prev_sorted = np.empty(n, np.int64)
+        prev_sorted[1:] = d + order[:-1]
+        first_idx = np.flatnonzero(first)
+        fids = sorted_ids[first_idx]
+        loc = np.searchsorted(self._known_ids, fids)
+        if d:
+            found = self._known_ids[np.minimum(loc, d - 1)] == fids
+        else:
+            found = np.zeros(len(fids), bool)
+        from_state = np.full(len(fids), -1, np.int64)
+        from_state[found] = self._known_slot[loc[found]]
+        prev_sorted[first_idx] = from_state
+        # q: the previous access of the first occurrence of the id within the same request
+        req_sorted = req[order]
+        group_start = first.copy()
+        group_start[1:] |= req_sorted[1:] != req_sorted[:-1]
+        group_idx = np.maximum.accumulate(np.where(group_start, np.arange(n), 0))
+        prev = np.empty(n, np.int64)
+        prev[order] = prev_sorted
+        q = np.empty(n, np.int64)
+        q[order] = prev_sorted[group_idx]
+        last_local = order[np.flatnonzero(last)]  # chunk index of each distinct id's last access
+        return prev, q, req, pos, starts, loc, fids, found, last_local
+
+    def _depths(self, prev: np.ndarray, q: np.ndarray, req: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Stack depth [blocks] of each access before its request; _INF_DEPTH if never seen."""
+        d = len(self._known_ids)
+        if d + len(prev) >= _INF_DEPTH:
+            raise InputError("trace too large for the LRU curve (2^36 distinct blocks)")
+        depth = np.full(len(prev), _INF_DEPTH, np.int64)
+        seen = q >= 0
+        q_seen = q[seen]
+        prefix = starts[req[seen]]  # earlier accesses of the chunk: indices 0 .. start-1
+        newer = count_prefix_at_least(prev + 1, prefix, q_seen + 1)  # accesses re-touching slots >= q
+        depth[seen] = (d + prefix - q_seen) - newer
+        return depth
+
+    def _accumulate(self, depth: np.ndarray, req: np.ndarray, pos: np.ndarray, inputs: np.ndarray) -> None:
+        """Add each access's tokens and one block to the histograms at its request's prefix-max depth."""
+        offset = req * _DEPTH_SPAN  # segmented running max: each request starts above the previous
+        prefix_max = np.maximum.accumulate(depth + offset) - offset
+        tokens = np.minimum(self.block_tokens, inputs[req] - pos * self.block_tokens)
+        finite = prefix_max < _INF_DEPTH
+        keys = prefix_max[finite]
+        if not len(keys):
+            return
+        size = int(keys.max()) + 1
+        add_blocks = np.bincount(keys, minlength=size)
+        add_tokens = np.rint(np.bincount(keys, weights=tokens[finite], minlength=size)).astype(np.int64)
+        if size > len(self._hist_blocks):
+            grow = size - len(self._hist_blocks)
+            self._hist_blocks = np.concatenate((self._hist_blocks, np.zeros(grow, np.int64)))
+            self._hist_tokens = np.concatenate((self._hist_tokens, np.zeros(grow, np.int64)))
+        self._hist_blocks[:size] += add_blocks
+        self._hist_tokens[:size] += add_tokens
+
+    def _compact(self, n: int, loc: np.ndarray, fids: np.ndarray, found: np.ndarray,
+                 last_local: np.ndarray) -> None:
+        """Renumber the live slots (each block's last access) to ``0..D'-1``, keeping their order."""
+        d = len(self._known_ids)
+        alive = np.zeros(d + n, bool)
+        alive[:d] = True
+        alive[self._known_slot[loc[found]]] = False  # re-accessed: their old slot is dead
+        alive[d + last_local] = True
+        new_slot = np.cumsum(alive) - 1
+        known_slot = new_slot[self._known_slot]
+        chunk_slot = new_slot[d + last_local]
+        known_slot[loc[found]] = chunk_slot[found]
+        fresh = ~found
+        self._known_ids = np.insert(self._known_ids, loc[fresh], fids[fresh])
+        self._known_slot = np.insert(known_slot, loc[fresh], chunk_slot[fresh])
+
+    def finish(self, skipped_lines: int = 0) -> LruProfile:
+        """The cumulative histograms of everything added."""
+        self._flush()
+        distinct = len(self._known_ids)
+        tokens = np.zeros(distinct + 1, np.int64)
+        blocks = np.zeros(distinct + 1, np.int64)
+        size = min(len(self._hist_tokens), distinct + 1)
+        tokens[:size] = self._hist_tokens[:size]
+        blocks[:size] = self._hist_blocks[:size]
+        return LruProfile(
+            block_tokens=self.block_tokens, requests=self.requests, skipped_lines=skipped_lines,
+            input_tokens=self.input_tokens, total_blocks=self.total_blocks, distinct_blocks=distinct,
+            reused_tokens_upto=np.cumsum(tokens), hit_blocks_upto=np.cumsum(blocks),
+        )
+
+
+def lru_profile_of_requests(requests: Iterable[TraceRequest], block_tokens: int = DEFAULT_BLOCK_TOKENS,
+                            skipped_lines: int = 0,
+                            chunk_accesses: int = DEFAULT_CHUNK_ACCESSES) -> LruProfile:
+    """LRU depth histograms of in-memory requests (one pass)."""
+    engine = LruStackEngine(block_tokens, chunk_accesses)
+    for request in requests:
+        engine.add(request.hash_ids, request.input_length)
+    return engine.finish(skipped_lines)
+
+
+def lru_profile(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False,
+                chunk_accesses: int = DEFAULT_CHUNK_ACCESSES) -> LruProfile:
+    """LRU depth histograms of a trace file, in one streaming pass."""
+    reader = read_trace(path, block_tokens, skip_bad)
+    engine = LruStackEngine(block_tokens, chunk_accesses)
+    for request in reader:
+        engine.add(request.hash_ids, request.input_length)
+    return engine.finish(reader.skipped_lines)
+
+
+def lru_curve_of_requests(requests: Iterable[TraceRequest], capacities_tokens: Sequence[int | None],
+                          block_tokens: int = DEFAULT_BLOCK_TOKENS, skipped_lines: int = 0,
+                          chunk_accesses: int = DEFAULT_CHUNK_ACCESSES) -> tuple[ReplayResult, ...]:
+    """LRU results at every capacity [tokens] (None = infinite) of in-memory requests, in one pass."""
+    for capacity in capacities_tokens:
+        capacity_blocks_for(capacity, block_tokens)  # validate before the pass
+    profile = lru_profile_of_requests(requests, block_tokens, skipped_lines, chunk_accesses)
+    return tuple(profile.at(capacity) for capacity in capacities_tokens)
+
+
+def lru_curve(path: str | Path, capacities_tokens: Sequence[int | None], block_tokens: int = DEFAULT_BLOCK_TOKENS,
+              skip_bad: bool = False, chunk_accesses: int = DEFAULT_CHUNK_ACCESSES) -> tuple[ReplayResult, ...]:
+    """LRU results at every capacity [tokens] (None = infinite) of a trace file, in one streaming pass."""
+    for capacity in capacities_tokens:
+        capacity_blocks_for(capacity, block_tokens)
+    profile = lru_profile(path, block_tokens, skip_bad, chunk_accesses)
+    return tuple(profile.at(capacity) for capacity in capacities_tokens)
