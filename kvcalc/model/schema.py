@@ -163,6 +163,12 @@ class ModelPreset:
     """q.k dim per head (attention FLOPs)"""
     v_head_dim: Optional[PositiveInt] = None
     """v dim per head (attention FLOPs)"""
+    vocab_size: Optional[PositiveInt] = None
+    """vocabulary [tokens]; with hidden_size gives the input embedding and LM head (vocab x hidden each)"""
+    hidden_size: Optional[PositiveInt] = None
+    """model width [elements]"""
+    tie_word_embeddings: bool = False
+    """the LM head shares the input embedding's matrix (counted once in params_total_b)"""
     kv_dtype: KvDtype = "bf16"
     mla_layout: MlaLayout = "bf16"
     indexer_dtype: IndexerDtype = "fp8"
