@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
+from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt,
+                               StateDtypeOpt)
 
 ARTICLE_MODELS = ["mha-96l-64h", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro"]
 
@@ -25,6 +26,7 @@ def capacity(
     link: Annotated[Optional[str], typer.Option("--link", help="link for the page-in time (default: the hardware's host link)")] = None,
     bandwidth: Annotated[str, typer.Option("--bandwidth", help="measured | theoretical link bandwidth")] = "measured",
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
+    state_dtype: StateDtypeOpt = None,
     mtp: MtpOpt = False, fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Requests that fit in a node's HBM after the weights, 16-token block bytes, page-in time per block.
@@ -46,7 +48,7 @@ def capacity(
     from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, check_positive, parse_bytes, parse_fraction, parse_tokens
 
     check_format(fmt)
-    opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
+    opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype)
     if attention not in ("tp", "dp"):
         raise InputError(f"--attention: {attention!r} is not one of tp, dp")
     if bandwidth not in ("measured", "theoretical"):

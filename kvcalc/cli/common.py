@@ -26,20 +26,26 @@ IndexerDtypeOpt = Annotated[Optional[str], typer.Option(
 MtpOpt = Annotated[bool, typer.Option("--mtp", help="count the multi-token-prediction layer (speculative decoding)",
                                       rich_help_panel="KV layout")]
 
+StateDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--state-dtype", help="recurrent state of linear-attention/Mamba layers: bf16 | fp16 | fp32 (default: the "
+    "model's; bf16 as vLLM keeps it unless told otherwise)", rich_help_panel="KV layout")]
 
-def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp):
+
+def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype=None):
     """Validate the layout choices -> attention.KvOptions."""
     from typing import get_args
 
     from kvcalc.model.attention import KvOptions
-    from kvcalc.model.schema import IndexerDtype, KvDtype, MlaLayout
+    from kvcalc.model.schema import IndexerDtype, KvDtype, MlaLayout, StateDtype
     from kvcalc.out.errors import InputError
 
     for flag, value, allowed in (("--kv-dtype", kv_dtype, KvDtype), ("--mla-layout", mla_layout, MlaLayout),
-                                 ("--indexer-dtype", indexer_dtype, IndexerDtype)):
+                                 ("--indexer-dtype", indexer_dtype, IndexerDtype),
+                                 ("--state-dtype", state_dtype, StateDtype)):
         if value is not None and value not in get_args(allowed):
             raise InputError(f"{flag}: {value!r} is not one of {', '.join(get_args(allowed))}")
-    return KvOptions(kv_dtype=kv_dtype, mla_layout=mla_layout, indexer_dtype=indexer_dtype, mtp=mtp)
+    return KvOptions(kv_dtype=kv_dtype, mla_layout=mla_layout, indexer_dtype=indexer_dtype, mtp=mtp,
+                     state_dtype=state_dtype)
 
 
 def check_format(fmt: str) -> str:

@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
+from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt,
+                               StateDtypeOpt)
 
 DEFAULT_MODELS = ["mha-96l-64h", "llama-3-70b", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash",
                   "deepseek-v4-pro"]
@@ -18,6 +19,7 @@ def kv(
         show_default=False)] = None,
     context: Annotated[str, typer.Option("--context", "-c", help="context lengths, comma-separated (4k = 4,096; 1m = 1,048,576)")] = "4k,32k,128k,1m",
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
+    state_dtype: StateDtypeOpt = None,
     mtp: MtpOpt = False, fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """KV cache per request and per token, per layer group; bytes stored vs bytes read per decode step.
@@ -36,7 +38,7 @@ def kv(
     from kvcalc.out.units import parse_token_list
 
     check_format(fmt)
-    opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
+    opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype)
     contexts = parse_token_list(context, "--context")
     loaded = [(catalog.name_of(m), catalog.load_model(m)) for m in (models or DEFAULT_MODELS)]
     emit(kv_result(loaded, contexts, opts), fmt, check, explain)

@@ -1,9 +1,9 @@
 """Per layer-group KV layouts: entries stored and read as a function of context length, entry bytes.
 
 A layer group is resolved from a preset group and the user's layout options into a :class:`GroupLayout`:
-stored entries per layer = dense part (all L tokens, or min(L, W) for a sliding window)
-+ compressed part (floor(L / ratio)); an indexer key is kept alongside each indexed entry; a fixed
-per-request state (V4's compressor tail) does not grow with L. Source of every layout:
+stored entries per layer = dense part (all L tokens, min(L, W) for a sliding window, ((L - 1) mod C) + 1 for
+chunked local attention) + compressed part (floor(L / ratio)); an indexer key is kept alongside each indexed
+entry; a fixed per-request state (V4's compressor tail, linear-attention and Mamba states) does not grow with L. Source of every layout:
 ``reference/kv-formulas.md`` (vLLM kv_cache_interface.py, FlashMLA, DeepSeek inference code).
 
 Functions over token counts accept Python ints or numpy integer arrays (sweeps).
@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from kvcalc.model.schema import KV_DTYPE_BYTES, CompressedGroup, FullGroup, MlaGroup, ModelPreset
+from kvcalc.model.schema import (KV_DTYPE_BYTES, CompressedGroup, FullGroup, LinearGroup, MambaGroup, MlaGroup,
+                                 ModelPreset)
 
 
 # MLA latent layouts [B per layer per token], kv_lora_rank r and rope dim d (DeepSeek V3: r=512, d=64).
@@ -43,9 +44,48 @@ def indexer_key_bytes(dtype: str, head_dim: int) -> int:
     raise ValueError(f"unknown indexer dtype {dtype!r}")
 
 
-def full_entry_bytes(kv_heads: int, head_dim: int, head_dim_v: int, dtype: str) -> float:
-    """K and V of one token in one full-attention layer [B]: kv_heads x (d_k + d_v) x dtype bytes."""
-    return kv_heads * (head_dim + head_dim_v) * KV_DTYPE_BYTES[dtype]
+def full_entry_bytes(kv_heads: int, head_dim: int, head_dim_v: int, dtype: str, k_eq_v: bool = False) -> float:
+    """K and V of one token in one full-attention layer [B]: kv_heads x (d_k + d_v) x dtype bytes;
+    kv_heads x d_k x dtype bytes when K and V are one tensor (``k_eq_v``, Gemma 4)."""
+    dims = head_dim if k_eq_v else head_dim + head_dim_v
+    return kv_heads * dims * KV_DTYPE_BYTES[dtype]
+
+
+# Conv states stay in the activation dtype (vLLM mamba_cache_dtype "auto" = the model's bf16) [B/element].
+CONV_STATE_BYTES = 2.0
+
+
+def linear_state_bytes(grp: LinearGroup, state_dtype: str) -> float:
+    """Gated DeltaNet state of one layer for one request [B] (vLLM gated_delta_net_state_shape):
+    conv (K - 1) x (2 hk dk + hv dv) x 2 B + recurrent hv x dk x dv x state dtype bytes.
+    Qwen3-Next (hk 16, hv 32, dk = dv = 128, K 4, bf16): 3 x 8,192 x 2 + 524,288 x 2 = 1,097,728 B."""
+    conv = (grp.conv_kernel - 1) * (2 * grp.key_heads * grp.key_head_dim + grp.value_heads * grp.value_head_dim)
+    recurrent = grp.value_heads * grp.key_head_dim * grp.value_head_dim
+    return conv * CONV_STATE_BYTES + recurrent * KV_DTYPE_BYTES[state_dtype]
+
+
+def mamba_state_bytes(grp: MambaGroup, state_dtype: str) -> float:
+    """Mamba-2 state of one layer for one request [B] (vLLM mamba2_state_shape at TP 1):
+    conv (K - 1) x (H P + 2 G N) x 2 B + SSM H x P x N x state dtype bytes."""
+    conv = (grp.conv_kernel - 1) * (grp.heads * grp.head_dim + 2 * grp.groups * grp.state_size)
+    ssm = grp.heads * grp.head_dim * grp.state_size
+    return conv * CONV_STATE_BYTES + ssm * KV_DTYPE_BYTES[state_dtype]
+
+
+def linear_flops_per_token(grp: LinearGroup) -> float:
+    """Recurrent FLOPs of one token in one Gated DeltaNet layer [FLOP], per value head (dk x dv state S):
+    decay S (dk dv) + S k (2 dk dv) + rank-1 update (2 dk dv) + readout S q (2 dk dv) = 7 dk dv,
+    plus the causal conv, 2 x K x conv channels. Projections are in the matmul term (2 x params)."""
+    channels = 2 * grp.key_heads * grp.key_head_dim + grp.value_heads * grp.value_head_dim
+    return 7 * grp.value_heads * grp.key_head_dim * grp.value_head_dim + 2 * grp.conv_kernel * channels
+
+
+def mamba_flops_per_token(grp: MambaGroup) -> float:
+    """Recurrent FLOPs of one token in one Mamba-2 layer [FLOP], per head (P x N state h):
+    decay h (P N) + dt x B outer product added (2 P N) + readout C h (2 P N) = 5 P N,
+    plus the causal conv, 2 x K x (H P + 2 G N) channels."""
+    channels = grp.heads * grp.head_dim + 2 * grp.groups * grp.state_size
+    return 5 * grp.heads * grp.head_dim * grp.state_size + 2 * grp.conv_kernel * channels
 
 
 @dataclass(frozen=True)
@@ -56,6 +96,7 @@ class KvOptions:
     mla_layout: Optional[str] = None
     indexer_dtype: Optional[str] = None
     mtp: bool = False
+    state_dtype: Optional[str] = None   # recurrent state of linear/Mamba layers
 
 
 @dataclass(frozen=True)
@@ -63,7 +104,7 @@ class GroupLayout:
     """One resolved layer group. Entry sizes are per layer [B]."""
 
     name: str
-    kind: str                     # full | sliding | mla | dsa | csa | hca | swa | flat
+    kind: str                     # full | sliding | chunked | mla | dsa | csa | hca | swa | linear | mamba | flat
     layers: int
     window_tokens: Optional[int]  # dense entries kept: min(L, W); None = all L; 0 = none
     ratio: Optional[int]          # compressed entries: floor(L / ratio); None = no compressed part
@@ -74,6 +115,11 @@ class GroupLayout:
     state_bytes_per_layer: int    # fixed per request [B]
     kv_heads: Optional[int]       # shards under tensor parallelism; None = one latent, replicated
     layout: str                   # human label of the entry layout, e.g. "bf16", "fp8-flashmla 656 B"
+    chunk_tokens: Optional[int] = None       # chunked local attention: ((L - 1) mod C) + 1 dense entries
+    q_heads: Optional[int] = None            # this group's attention FLOPs shape; None = the model's
+    qk_head_dim: Optional[int] = None
+    v_head_dim: Optional[int] = None
+    recurrent_flops_per_token: float = 0.0   # per layer per token (linear attention, Mamba) [FLOP]
 
 
 def _minimum(tokens, cap: int):
@@ -87,6 +133,8 @@ def _minimum(tokens, cap: int):
 
 def dense_entries(g: GroupLayout, tokens):
     """Dense (uncompressed) entries stored per layer for a context of ``tokens`` [entries]."""
+    if g.chunk_tokens is not None:
+        return _minimum(tokens, (tokens - 1) % g.chunk_tokens + 1)  # 0 at L = 0
     if g.window_tokens is None:
         return tokens
     return _minimum(tokens, g.window_tokens)
@@ -144,7 +192,7 @@ def read_bytes_per_step(g: GroupLayout, tokens):
 def long_context_bytes_per_token(g: GroupLayout) -> float:
     """Growth of stored bytes per extra token once every window is full [B/token]."""
     per_layer = 0.0
-    if g.window_tokens is None:
+    if g.window_tokens is None and g.chunk_tokens is None:
         per_layer += g.entry_bytes + (g.indexer_bytes if g.indexed == "dense" else 0)
     if g.ratio is not None:
         per_layer += (g.entry_bytes + (g.indexer_bytes if g.indexed == "compressed" else 0)) / g.ratio
@@ -154,8 +202,9 @@ def long_context_bytes_per_token(g: GroupLayout) -> float:
 def per_gpu_share(g: GroupLayout, tp: int) -> float:
     """Fraction of the group's KV that one tensor-parallel rank stores [0..1].
 
-    Full attention shards by KV head: each rank holds ceil(kv_heads / tp) heads (replicated once tp > kv_heads).
-    A single latent head (MLA, V4) is replicated on every rank.
+    Full attention shards by KV head: each rank holds ceil(kv_heads / tp) heads (replicated once tp > kv_heads);
+    linear-attention and Mamba states shard the same way by their (value) heads, as vLLM's state shapes divide
+    them by the TP size. A single latent head (MLA, V4) is replicated on every rank.
     """
     if g.kv_heads is None:
         return 1.0
@@ -163,14 +212,40 @@ def per_gpu_share(g: GroupLayout, tp: int) -> float:
 
 
 def _full(grp: FullGroup, opts: KvOptions, model: ModelPreset) -> GroupLayout:
-    dtype = opts.kv_dtype or model.kv_dtype
+    dtype = opts.kv_dtype or grp.kv_dtype or model.kv_dtype
     hv = grp.head_dim_v or grp.head_dim
+    kind = "chunked" if grp.chunk_tokens else ("sliding" if grp.window_tokens else "full")
+    dims = f"{grp.head_dim}, K = V" if grp.k_eq_v else f"{grp.head_dim} + {hv}"
     return GroupLayout(
-        name=grp.name, kind="sliding" if grp.window_tokens else "full", layers=grp.layers,
+        name=grp.name, kind=kind, layers=grp.layers,
         window_tokens=grp.window_tokens, ratio=None,
-        entry_bytes=full_entry_bytes(grp.kv_heads, grp.head_dim, hv, dtype),
+        entry_bytes=full_entry_bytes(grp.kv_heads, grp.head_dim, hv, dtype, grp.k_eq_v),
         indexer_bytes=0, indexed=None, top_k=None, state_bytes_per_layer=0, kv_heads=grp.kv_heads,
-        layout=f"{dtype}, {grp.kv_heads} KV heads x ({grp.head_dim} + {hv})")
+        layout=f"{dtype}, {grp.kv_heads} KV heads x ({dims})", chunk_tokens=grp.chunk_tokens,
+        q_heads=grp.q_heads, qk_head_dim=grp.head_dim if grp.q_heads else None,
+        v_head_dim=hv if grp.q_heads else None)
+
+
+def _state_group(name: str, kind: str, layers: int, heads: int, state: float, flops: float, label: str):
+    """A group that stores no per-token entries, only a fixed state per request, sharded by ``heads``."""
+    return GroupLayout(
+        name=name, kind=kind, layers=layers, window_tokens=0, ratio=None, entry_bytes=0, indexer_bytes=0,
+        indexed=None, top_k=None, state_bytes_per_layer=state, kv_heads=heads, layout=label,
+        recurrent_flops_per_token=flops)
+
+
+def _linear(grp: LinearGroup, opts: KvOptions, model: ModelPreset) -> GroupLayout:
+    dtype = opts.state_dtype or model.state_dtype
+    return _state_group(grp.name, "linear", grp.layers, grp.value_heads, linear_state_bytes(grp, dtype),
+                        linear_flops_per_token(grp),
+                        f"state {dtype}: {grp.value_heads} x {grp.key_head_dim} x {grp.value_head_dim} + conv")
+
+
+def _mamba(grp: MambaGroup, opts: KvOptions, model: ModelPreset) -> GroupLayout:
+    dtype = opts.state_dtype or model.state_dtype
+    return _state_group(grp.name, "mamba", grp.layers, grp.heads, mamba_state_bytes(grp, dtype),
+                        mamba_flops_per_token(grp),
+                        f"state {dtype}: {grp.heads} x {grp.head_dim} x {grp.state_size} + conv")
 
 
 def _mla(grp: MlaGroup, opts: KvOptions, model: ModelPreset) -> GroupLayout:
@@ -207,7 +282,7 @@ def _flat(model: ModelPreset) -> GroupLayout:
         state_bytes_per_layer=0, kv_heads=None, layout=f"{model.as_stated_kv_bytes_per_token:g} B/token flat")
 
 
-_RESOLVERS = {"full": _full, "mla": _mla, "compressed": _compressed}
+_RESOLVERS = {"full": _full, "mla": _mla, "compressed": _compressed, "linear": _linear, "mamba": _mamba}
 
 
 def resolve_groups(model: ModelPreset, opts: KvOptions = KvOptions()) -> list[GroupLayout]:

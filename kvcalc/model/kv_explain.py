@@ -13,7 +13,9 @@ def _n(x: float) -> str:
 def group_stored(g: att.GroupLayout, tokens: int) -> str:
     """'csa: 21 layers x [min(L,128)=128 x 584 B + floor(L/4)=1,024 x (584 + 68) B] = ... B'."""
     parts = []
-    if g.window_tokens is None:
+    if g.chunk_tokens is not None:
+        dense = f"((L-1) mod {_n(g.chunk_tokens)})+1={_n(att.dense_entries(g, tokens))}"
+    elif g.window_tokens is None:
         dense = f"L={_n(tokens)}"
     elif g.window_tokens == 0:
         dense = None
@@ -29,7 +31,10 @@ def group_stored(g: att.GroupLayout, tokens: int) -> str:
                  else f"{_n(g.entry_bytes)} B")
         parts.append(f"{ce} x {entry}")
     body = " + ".join(parts)
-    line = f"{g.name} ({g.kind}): {g.layers} layers x [{body}] = {fmt_bytes_exact(att.stored_bytes(g, tokens))}"
+    if not parts:  # a state-only group (linear attention, Mamba): nothing grows with L
+        line = f"{g.name} ({g.kind}): no per-token entries"
+    else:
+        line = f"{g.name} ({g.kind}): {g.layers} layers x [{body}] = {fmt_bytes_exact(att.stored_bytes(g, tokens))}"
     if g.state_bytes_per_layer:
         line += (f"; state {g.layers} x {_n(g.state_bytes_per_layer)} B = "
                  f"{fmt_bytes_exact(att.state_bytes(g))}")

@@ -96,6 +96,67 @@ class FullGroup:
     """sliding window: stores min(L, W) tokens; absent = full attention"""
     mtp: bool = False
     """a multi-token-prediction layer, counted only with --mtp"""
+    chunk_tokens: Optional[PositiveInt] = None
+    """chunked local attention (Llama 4): a token attends only to its own chunk of C tokens, so a request
+    holds the current chunk's ((L - 1) mod C) + 1 entries; absent = not chunked"""
+    k_eq_v: bool = False
+    """K and V are one tensor, stored once (Gemma 4 attention_k_eq_v): kv_heads x head_dim per token"""
+    kv_dtype: Optional[KvDtype] = None
+    """this group's KV dtype when it differs from the model's kv_dtype (--kv-dtype still overrides)"""
+    q_heads: Optional[PositiveInt] = None
+    """query heads of this group's layers (attention FLOPs); absent = the model's q_heads and head dims"""
+
+    def __post_init__(self):
+        if self.chunk_tokens is not None and self.window_tokens is not None:
+            raise ValueError("give window_tokens or chunk_tokens, not both")
+        if self.k_eq_v and self.head_dim_v not in (None, self.head_dim):
+            raise ValueError("k_eq_v needs head_dim_v equal to head_dim (K and V are one tensor)")
+
+
+# Recurrent state dtypes [B/element]: engines keep the state in the model dtype by default (vLLM
+# mamba_cache_dtype / mamba_ssm_cache_dtype "auto"), fp32 on request.
+StateDtype = Literal["bf16", "fp16", "fp32"]
+
+
+@dataclass(frozen=True)
+class LinearGroup:
+    """Linear attention (Gated DeltaNet, Qwen3-Next/Qwen3.5): a fixed per-request state, no per-token KV.
+
+    conv state = (conv_kernel - 1) x (2 x key_heads x key_head_dim + value_heads x value_head_dim) elements;
+    recurrent state = value_heads x key_head_dim x value_head_dim elements (vLLM mamba_utils.py
+    gated_delta_net_state_shape). Both shard by head under tensor parallelism.
+    """
+
+    __pydantic_config__ = STRICT
+    kind: Literal["linear"]
+    layers: PositiveInt
+    key_heads: PositiveInt
+    value_heads: PositiveInt
+    key_head_dim: PositiveInt
+    value_head_dim: PositiveInt
+    conv_kernel: PositiveInt = 4
+    name: str = "linear"
+    mtp: bool = False
+
+
+@dataclass(frozen=True)
+class MambaGroup:
+    """Mamba-2 (SSD) layers (Nemotron-H): a fixed per-request state, no per-token KV.
+
+    conv state = (conv_kernel - 1) x (heads x head_dim + 2 x groups x state_size) elements;
+    SSM state = heads x head_dim x state_size elements (vLLM mamba_utils.py mamba2_state_shape).
+    """
+
+    __pydantic_config__ = STRICT
+    kind: Literal["mamba"]
+    layers: PositiveInt
+    heads: PositiveInt
+    head_dim: PositiveInt
+    state_size: PositiveInt
+    groups: PositiveInt = 1
+    conv_kernel: PositiveInt = 4
+    name: str = "mamba"
+    mtp: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,7 +200,7 @@ class CompressedGroup:
             raise ValueError("an indexer needs a compression ratio")
 
 
-LayerGroup = Annotated[Union[FullGroup, MlaGroup, CompressedGroup], Tagged("kind")]
+LayerGroup = Annotated[Union[FullGroup, MlaGroup, CompressedGroup, LinearGroup, MambaGroup], Tagged("kind")]
 
 
 @dataclass(frozen=True)
@@ -170,6 +231,9 @@ class ModelPreset:
     tie_word_embeddings: bool = False
     """the LM head shares the input embedding's matrix (counted once in params_total_b)"""
     kv_dtype: KvDtype = "bf16"
+    state_dtype: StateDtype = "bf16"
+    """recurrent state of linear-attention and Mamba layers (conv state stays bf16); bf16 = vLLM's default
+    (the model dtype), fp32 = what some engines keep for accuracy"""
     mla_layout: MlaLayout = "bf16"
     indexer_dtype: IndexerDtype = "fp8"
     max_context_tokens: Optional[PositiveInt] = None

@@ -3,9 +3,13 @@
 Prefill of u uncached tokens after c cached ones:
   matmul term    = 2 x active_params x u  (the article's "2 x 13 B = 26 GFLOP per token")
   attention term = sum over layer groups of 2 x layers x q_heads x (d_qk + d_v) x sum_{t=c+1}^{c+u} attended(t)
-where attended(t) is what position t attends: t (full, MLA), min(t, W) (sliding), min(t, top_k) (DSA),
-min(t, W) + min(floor(t/4), top_k) (CSA), min(t, W) + floor(t/128) (HCA). Sparse indexers' own scoring
-FLOPs are not counted. Every sum is a closed form, so a 1 M-token prefill costs no loop.
+where attended(t) is what position t attends: t (full, MLA), min(t, W) (sliding), ((t - 1) mod C) + 1
+(chunked), min(t, top_k) (DSA), min(t, W) + min(floor(t/4), top_k) (CSA), min(t, W) + floor(t/128) (HCA);
+a group that gives its own q_heads and head dims (per-group shapes) uses them instead of the model's.
+Linear-attention and Mamba layers attend nothing; their recurrence costs a fixed
+recurrent_flops_per_token per layer per token (attention.py), counted in the same term.
+Sparse indexers' own scoring FLOPs are not counted. Every sum is a closed form, so a 1 M-token prefill costs no
+loop.
 """
 
 from __future__ import annotations
@@ -42,10 +46,20 @@ def sum_floor_cap(n: int, r: int, k: int) -> int:
     return sum_floor(edge, r) + k * (n - edge)
 
 
+def sum_chunk(n: int, c: int) -> int:
+    """sum_{t=1}^{n} (((t - 1) mod c) + 1): q full chunks of c(c+1)/2 plus a partial one, q = floor(n / c)."""
+    if n <= 0:
+        return 0
+    q = n // c
+    return q * sum_t(c) + sum_t(n - q * c)
+
+
 def attended_prefix_sum(g: att.GroupLayout, n: int) -> int:
     """sum_{t=1}^{n} attended(t) for one layer of group g [token pairs]."""
-    if g.kind == "flat":
+    if g.kind in ("flat", "linear", "mamba"):
         return 0
+    if g.kind == "chunked":
+        return sum_chunk(n, g.chunk_tokens)
     if g.kind in ("full", "mla"):
         return sum_t(n)
     if g.kind == "sliding":
@@ -61,14 +75,21 @@ def attended_prefix_sum(g: att.GroupLayout, n: int) -> int:
 
 
 def attention_flops(model: ModelPreset, groups: list[att.GroupLayout], cached: int, uncached: int) -> float:
-    """Attention FLOPs of prefilling positions cached+1 .. cached+uncached [FLOP]; 0 when the preset
-    does not give q_heads and head dims (as-stated models)."""
-    if not (model.q_heads and model.qk_head_dim and model.v_head_dim) or uncached <= 0:
+    """Attention FLOPs of prefilling positions cached+1 .. cached+uncached [FLOP], plus the recurrent FLOPs of
+    linear-attention/Mamba layers; a group's pairs count 0 when neither it nor the preset gives q_heads and
+    head dims (as-stated models)."""
+    if uncached <= 0:
         return 0.0
-    per_pair = 2 * model.q_heads * (model.qk_head_dim + model.v_head_dim)
-    pairs = sum(g.layers * (attended_prefix_sum(g, cached + uncached) - attended_prefix_sum(g, cached))
-                for g in groups)
-    return float(per_pair * pairs)
+    total = 0
+    for g in groups:
+        total += g.layers * g.recurrent_flops_per_token * uncached
+        shape = ((g.q_heads, g.qk_head_dim, g.v_head_dim) if g.q_heads else
+                 (model.q_heads, model.qk_head_dim, model.v_head_dim))
+        if not all(shape):
+            continue
+        pairs = attended_prefix_sum(g, cached + uncached) - attended_prefix_sum(g, cached)
+        total += 2 * shape[0] * (shape[1] + shape[2]) * g.layers * pairs
+    return float(total)
 
 
 def matmul_flops(model: ModelPreset, tokens: float) -> float:
