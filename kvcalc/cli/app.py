@@ -26,6 +26,7 @@ COMMANDS = {
     "transfer": ("kvcalc.cli.transfer", "transfer"),
     "trace": ("kvcalc.cli.trace", "trace"),
     "presets": ("kvcalc.cli.presets", "app"),
+    "import": ("kvcalc.cli.import_", "import_"),
 }
 
 

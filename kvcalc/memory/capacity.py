@@ -128,4 +128,6 @@ def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, li
               "block_tokens": inp.block_tokens, "link": link_name, "bandwidth": inp.bandwidth,
               "kv_dtype": opts.kv_dtype, "mla_layout": opts.mla_layout, "indexer_dtype": opts.indexer_dtype,
               "mtp": opts.mtp}
+    if opts.state_dtype:
+        inputs["state_dtype"] = opts.state_dtype
     return Result("capacity", inputs, main, (), tuple(lines), tuple(notes))

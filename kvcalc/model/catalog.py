@@ -128,8 +128,26 @@ def load(kind: str, ref: str):
 
 
 def load_model(ref: str):
-    """A model preset by name or path."""
+    """A model preset by name, TOML path, or a Hugging Face config.json (or a folder holding one)."""
+    from kvcalc.model.config_import import is_config_ref
+
+    if is_config_ref(ref):
+        return _load_config(str(Path(ref).expanduser().resolve()))
     return load("models", ref)
+
+
+@functools.cache
+def _load_config(ref: str):
+    """A model read from a config.json: the importer checks every field it reads, so the preset is built
+    directly (no pydantic: reading a config costs little more than a shipped preset)."""
+    from kvcalc.model.config_import import import_config
+    from kvcalc.model.schema import ModelPreset, build
+
+    imported = import_config(ref)
+    try:
+        return build(ModelPreset, imported.preset)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{imported.path}: {e}") from None
 
 
 def load_hardware(ref: str):
@@ -143,5 +161,8 @@ def load_link(ref: str):
 
 
 def name_of(ref: str) -> str:
-    """The display name of a reference: the stem of a path, or the name itself."""
-    return Path(ref).stem if _looks_like_path(ref) else ref
+    """The display name of a reference: the stem of a path (a config.json's folder), or the name itself."""
+    path = Path(ref)
+    if path.name == "config.json" or (not ref.endswith((".toml", ".json")) and path.is_dir()):
+        return (path.parent if path.name == "config.json" else path).resolve().name
+    return path.stem if _looks_like_path(ref) or ref.endswith(".json") else ref

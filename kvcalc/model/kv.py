@@ -151,4 +151,6 @@ def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
     inputs = {"models": [n for n, _ in models], "context_tokens": list(contexts),
               "kv_dtype": opts.kv_dtype, "mla_layout": opts.mla_layout,
               "indexer_dtype": opts.indexer_dtype, "mtp": opts.mtp}
+    if opts.state_dtype:
+        inputs["state_dtype"] = opts.state_dtype
     return Result("kv", inputs, main, (breakdown,), tuple(lines), tuple(notes))

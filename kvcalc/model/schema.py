@@ -218,6 +218,9 @@ class ModelPreset:
     """parameters active per token [billions]"""
     weight_bytes_per_param: PositiveFloat
     """[B/param], e.g. 2 for BF16, 1 for FP8"""
+    weights_gb: Optional[PositiveFloat] = None
+    """all weights [GB = 1e9 B], summed per component (e.g. FP4 experts next to BF16 attention); absent =
+    params_total x weight_bytes_per_param"""
     q_heads: Optional[PositiveInt] = None
     """query heads (attention FLOPs)"""
     qk_head_dim: Optional[PositiveInt] = None
@@ -270,7 +273,9 @@ class ModelPreset:
 
     @property
     def weight_bytes(self) -> float:
-        """All weights [B]."""
+        """All weights [B]: weights_gb where given, else params_total x weight_bytes_per_param."""
+        if self.weights_gb is not None:
+            return units.gb_to_bytes(self.weights_gb)
         return self.params_total * self.weight_bytes_per_param
 
 

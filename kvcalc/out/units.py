@@ -78,6 +78,16 @@ def billions_to_count(billions: float) -> float:
     return billions * GIGA
 
 
+def count_to_billions(count: float) -> float:
+    """A plain count (of parameters) -> billions."""
+    return count / GIGA
+
+
+def bytes_to_gb(n: float) -> float:
+    """Bytes -> decimal gigabytes [GB = 1e9 B]."""
+    return n / GB
+
+
 def usd_per_hour_to_usd_per_s(usd_per_hour: float) -> float:
     """USD per hour -> USD per second [USD/s]."""
     return usd_per_hour / SECONDS_PER_HOUR
