@@ -4,7 +4,7 @@ The Python API is the same functions the CLI calls, importable from here. Nothin
 name is first used (PEP 562 ``__getattr__``), so ``import kvcalc`` costs what the CLI's start-up costs.
 
     import kvcalc
-    model = kvcalc.load_model("deepseek-v4-flash")          # a preset name or a path to a TOML file
+    model = kvcalc.load_model("deepseek-v4-flash")          # a preset name, a TOML file, or a config.json
     kvcalc.kv_profile("v4-flash", model, 4096).kv_bytes_per_request   # 29814784 [B]
     result = kvcalc.compare_result(kvcalc.resolve_scenario("article"))
     print(kvcalc.to_json(result))                            # the CLI's JSON envelope
@@ -34,6 +34,8 @@ _API = {
     "KvOptions": ("kvcalc.model.attention", "KvOptions"),
     "kv_profile": ("kvcalc.model.kv", "kv_profile"),
     "kv_result": ("kvcalc.model.kv", "kv_result"),
+    "import_config": ("kvcalc.model.config_import", "import_config"),
+    "import_result": ("kvcalc.model.config_report", "import_result"),
     # move: links
     "transfer_time_s": ("kvcalc.move.links", "transfer_time_s"),
     # memory: capacity and paged blocks

@@ -65,3 +65,10 @@ def test_transfer_time_and_bad_input():
         pytest.approx(6.0016e-6, rel=1e-5)
     with pytest.raises(kvcalc.InputError, match="no-such-model"):
         kvcalc.load_model("no-such-model")
+
+
+def test_import_api_is_the_clis():
+    from kvcalc.model.config_import import import_config
+    from kvcalc.model.config_report import import_result
+
+    assert kvcalc.import_config is import_config and kvcalc.import_result is import_result

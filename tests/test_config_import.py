@@ -247,3 +247,54 @@ def test_shipped_imports_match_a_fresh_import(name):
     fresh = import_config(str(CONFIGS / name), origin=origin).preset
     assert shipped == fresh
     assert catalog.load_model(name) == dataclasses.replace(model(name), source=shipped["source"])
+
+
+# ---------------------------------------------------------------- mappings shown on small configs (shapes, not a model)
+
+def _imported(tmp_path, cfg):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return catalog.load_model(str(path))
+
+
+def test_gemma4_style_global_layers_k_eq_v(tmp_path):
+    # 5 sliding layers (16 KV heads x (256 + 256)) + 1 global layer (4 KV heads x 512, K = V stored once)
+    cfg = {"text_config": {"num_hidden_layers": 6, "hidden_size": 1024, "num_attention_heads": 32,
+                           "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512,
+                           "num_global_key_value_heads": 4, "attention_k_eq_v": True, "sliding_window": 1024,
+                           "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "vocab_size": 10,
+                           "intermediate_size": 64, "tie_word_embeddings": True}}
+    gs = {g.name: g for g in att.resolve_groups(_imported(tmp_path, cfg))}
+    assert gs["full"].entry_bytes == 4 * 512 * 2 == 4096          # one tensor, not K and V
+    assert gs["sliding"].entry_bytes == 16 * 512 * 2 == 16_384
+    assert gs["full"].q_heads == 32 and gs["full"].qk_head_dim == 512  # its own attention FLOPs shape
+
+
+def test_mimo_style_hybrid_layer_pattern(tmp_path):
+    # pattern 1 = sliding layer with swa_* shapes: 8 KV heads x (192 + 128); full layers 4 x (192 + 128)
+    cfg = {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 64, "num_key_value_heads": 4,
+           "head_dim": 192, "v_head_dim": 128, "hybrid_layer_pattern": [0, 1, 1, 1],
+           "swa_num_attention_heads": 64, "swa_num_key_value_heads": 8, "swa_head_dim": 192, "swa_v_head_dim": 128,
+           "sliding_window": 128, "vocab_size": 10, "intermediate_size": 64, "tie_word_embeddings": False}
+    m = _imported(tmp_path, cfg)
+    gs = {g.name: g for g in att.resolve_groups(m)}
+    assert gs["full"].entry_bytes == 4 * 320 * 2 and gs["full"].layers == 1
+    assert gs["sliding"].entry_bytes == 8 * 320 * 2 and gs["sliding"].window_tokens == 128
+    # at 1,000 tokens: 1 x 1,000 x 2,560 + 3 x 128 x 5,120
+    assert kv_profile("m", m, 1000).kv_bytes_per_request == 1000 * 2560 + 3 * 128 * 5120
+
+
+def test_qwen2_max_window_layers_and_ssm_dtype(tmp_path):
+    cfg = BASE | {"num_hidden_layers": 4, "use_sliding_window": True, "max_window_layers": 3, "sliding_window": 64}
+    gs = {g.name: g.layers for g in att.resolve_groups(_imported(tmp_path, cfg))}
+    assert gs == {"full": 3, "sliding": 1}  # layers from max_window_layers on use the window
+    # Qwen3.5 configs say mamba_ssm_dtype float32: the recurrent state is kept in fp32
+    lin = BASE | {"num_hidden_layers": 4, "full_attention_interval": 4, "linear_num_key_heads": 2,
+                  "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 8,
+                  "mamba_ssm_dtype": "float32"}
+    (tmp_path / "q").mkdir()
+    m = _imported(tmp_path / "q", lin)
+    assert m.state_dtype == "fp32"
+    g = [g for g in att.resolve_groups(m) if g.kind == "linear"][0]
+    # conv 3 x (2 x 2 x 8 + 4 x 8) x 2 B = 384 + recurrent 4 x 8 x 8 x 4 B = 1,024
+    assert g.state_bytes_per_layer == 384 + 1024

@@ -129,10 +129,8 @@ def load(kind: str, ref: str):
 
 def load_model(ref: str):
     """A model preset by name, TOML path, or a Hugging Face config.json (or a folder holding one)."""
-    from kvcalc.model.config_import import is_config_ref
-
-    if is_config_ref(ref):
-        return _load_config(str(Path(ref).expanduser().resolve()))
+    if ref.endswith(".json") or (not ref.endswith(".toml") and Path(ref).expanduser().is_dir()):
+        return _load_config(str(Path(ref).expanduser().resolve()))  # config_import is loaded only here
     return load("models", ref)
 
 

@@ -18,7 +18,6 @@ bytes are counted in :mod:`kvcalc.model.config_params`. Local files only: nothin
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvcalc.out.errors import InputError
@@ -31,11 +30,6 @@ LAYER_TYPES = {"full_attention": "full", "attention": "full", "global": "full", 
 HYBRID_CHARS = {"M": "mamba", "*": "full", "-": None, "E": None}  # Nemotron-H: MLP/MoE layers hold no cache
 DTYPES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1}
 STATE_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-
-
-def is_config_ref(ref: str) -> bool:
-    """Whether a model reference names a config.json (or a folder), rather than a preset name or TOML file."""
-    return ref.endswith(".json") or (not ref.endswith(".toml") and Path(ref).expanduser().is_dir())
 
 
 def config_file(ref: str) -> Path:
@@ -64,15 +58,15 @@ def read_json(path: Path) -> dict:
     return data
 
 
-@dataclass
 class Config:
-    """A config's fields (``text_config`` merged over the top level), with typed, named access."""
+    """A config's fields (``text_config`` merged over the top level), with typed, named access.
+    (Plain classes here, not dataclasses: creating a dataclass costs import time.)"""
 
-    path: str
-    data: dict
-    nested: set = field(default_factory=set)   # keys that came from text_config
-    read: list = field(default_factory=list)   # field names read, in order (for the preset's source)
-    notes: list = field(default_factory=list)  # what was assumed
+    def __init__(self, path: str, data: dict, nested: set | None = None):
+        self.path, self.data = path, data
+        self.nested = nested or set()   # keys that came from text_config
+        self.read: list = []            # field names read, in order (for the preset's source)
+        self.notes: list = []           # what was assumed
 
     @classmethod
     def of(cls, data: dict, path: str) -> "Config":
@@ -301,16 +295,13 @@ def _dtype_bytes(cfg: Config) -> float:
     return DTYPES[name]
 
 
-@dataclass(frozen=True)
 class Imported:
     """A config read into a preset: the preset's data, what was assumed, parameters and bytes per component
     {name: (params, bytes)}, and the checkpoint's own size where the folder has a safetensors index [B]."""
 
-    path: Path
-    preset: dict
-    notes: tuple
-    components: dict
-    measured_weight_bytes: float | None
+    def __init__(self, path: Path, preset: dict, notes: tuple, components: dict, measured: float | None):
+        self.path, self.preset, self.notes, self.components = path, preset, notes, components
+        self.measured_weight_bytes = measured
 
 
 INDEX_NAME = "model.safetensors.index.json"

@@ -43,7 +43,8 @@ def import_result(imported: Imported, output: str | None = None):
                        "state_bytes": att.state_bytes(g)})
     if output:
         notes.append(f"preset written to {output}")
-    main = Table("weights", f"{imported.path}: parameters and weight bytes per component",
+    notes.insert(0, f"read from {imported.path}")
+    main = Table("weights", "Parameters and weight bytes per component",
                  tuple(Column(*c) for c in WEIGHT_COLUMNS), tuple(rows))
     extra = Table("groups", "Layer groups (KV/token = one token's entries in the whole group; state = fixed per "
                   "request)", tuple(Column(*c) for c in GROUP_COLUMNS), tuple(groups))
