@@ -298,3 +298,27 @@ def test_qwen2_max_window_layers_and_ssm_dtype(tmp_path):
     g = [g for g in att.resolve_groups(m) if g.kind == "linear"][0]
     # conv 3 x (2 x 2 x 8 + 4 x 8) x 2 B = 384 + recurrent 4 x 8 x 8 x 4 B = 1,024
     assert g.state_bytes_per_layer == 384 + 1024
+
+
+def test_nvfp4_from_hf_quant_config():
+    # hf_quant_config.json next to the config: NVFP4 (0.5 B + one FP8 scale per 16 = 0.5625 B/param) on the decoder's
+    # linear layers, lm_head excluded (bf16), embedding bf16; kv_cache_quant_algo FP8 -> 64 x 8 x 256 x 1 B per token
+    r = import_config(str(CONFIGS / "qwen3-32b-nvfp4"))
+    c = r.components
+    assert c["attention"][1] == c["attention"][0] * 0.5625 and c["dense_mlp"][1] == c["dense_mlp"][0] * 0.5625
+    assert c["lm_head"][1] == 2 * 151_936 * 5120
+    # 31,206,277,120 - 64 x 10,240 norms = 31,205,621,760 linear params x 0.5625 + (2 x 777,912,320 + 660,480) x 2
+    assert r.preset["weights_gb"] * 1e9 == pytest.approx(31_205_621_760 * 0.5625 + 2 * (1_555_824_640 + 660_480))
+    assert kv_bytes("qwen3-32b-nvfp4", 1) == 131_072
+
+
+def test_scenario_file_may_name_a_config(tmp_path):
+    sc = tmp_path / "mine.toml"
+    text = (catalog.presets_root() / "scenarios" / "article.toml").read_text()
+    import re
+
+    text = re.sub(r'(?m)^model = ".*"$', f'model = "{CONFIGS / "qwen3-32b" / "config.json"}"', text)
+    sc.write_text(text)
+    r = run_cli("cost", "--scenario", str(sc), "--format", "json")
+    assert r.code == 0, r.err
+    assert r.json()["inputs"]["model"] == "qwen3-32b"

@@ -305,6 +305,18 @@ class Imported:
 
 
 INDEX_NAME = "model.safetensors.index.json"
+HF_QUANT_NAME = "hf_quant_config.json"   # TensorRT Model Optimizer checkpoints (NVFP4, FP8) keep it apart
+
+
+def _hf_quant_config(cfg: Config, path: Path) -> None:
+    """Read a ModelOpt ``hf_quant_config.json`` next to the config as its quantization_config."""
+    if not path.is_file():
+        return
+    q = read_json(path).get("quantization")
+    if not isinstance(q, dict) or not q.get("quant_algo"):
+        raise InputError(f"{path}: field 'quantization.quant_algo': missing")
+    cfg.data["quantization_config"] = {"quant_method": "modelopt", **q}
+    cfg.note(f"quantization read from {path.name}")
 
 
 def measured_weight_bytes(folder: Path) -> float | None:
@@ -325,6 +337,8 @@ def import_config(ref: str, data: dict | None = None, origin: str | None = None)
 
     path = config_file(ref) if data is None else Path(ref)
     cfg = Config.of(read_json(path) if data is None else data, str(path))
+    if data is None and not cfg.has("quantization_config"):
+        _hf_quant_config(cfg, path.parent / HF_QUANT_NAME)
     groups, top = map_groups(cfg)
     params = config_params.count(cfg, _dtype_bytes(cfg))
     components = params.pop("components")
@@ -334,6 +348,12 @@ def import_config(ref: str, data: dict | None = None, origin: str | None = None)
     preset |= {k: v for k, v in top.items() if v}
     preset |= {"vocab_size": cfg.int("vocab_size", 0, minimum=0) or None, "hidden_size": cfg.int("hidden_size"),
                "tie_word_embeddings": config_params.tied(cfg)}
+    kv_quant = (cfg.get("quantization_config") or {}).get("kv_cache_quant_algo")
+    if kv_quant:
+        if str(kv_quant).lower() != "fp8":
+            cfg.fail("quantization_config", f"kv_cache_quant_algo {kv_quant!r} is not mapped (known: FP8)")
+        preset["kv_dtype"] = "fp8"
+        cfg.note("KV cache in fp8: the checkpoint's kv_cache_quant_algo is FP8")
     state = cfg.get("mamba_ssm_dtype") or cfg.get("mamba_ssm_cache_dtype")
     if state is not None:
         if state not in STATE_DTYPES:

@@ -23,8 +23,8 @@ embedding and LM head unless listed as quantized.
 
 from __future__ import annotations
 
-# bytes per parameter of a quantized linear layer, scales included
-QUANT_BYTES = {"mxfp4": 0.5 + 1 / 32, "nvfp4": 0.5 + 1 / 16}
+# bytes per parameter of a quantized linear layer, scales included (nvfp4: 0.5 + 1 / group_size)
+QUANT_BYTES = {"mxfp4": 0.5 + 1 / 32}
 COMPONENTS = ("embedding", "lm_head", "attention", "dense_mlp", "shared_experts", "routed_experts", "other")
 
 
@@ -178,8 +178,11 @@ def _quant(cfg) -> tuple[str | None, float, list[str]]:
         return "fp8", 1 + 4 / (block[0] * block[1]), skip
     if method == "mxfp4":
         return "mxfp4", QUANT_BYTES["mxfp4"], skip
-    if algo == "nvfp4" or method == "nvfp4" or (method == "modelopt" and algo == "nvfp4"):
-        return "nvfp4", QUANT_BYTES["nvfp4"], skip
+    if algo == "nvfp4" or method == "nvfp4":  # 4-bit elements + one FP8 scale per group (16)
+        group = q.get("group_size") or 16
+        return "nvfp4", 0.5 + 1 / group, skip
+    if method == "modelopt" and algo == "fp8":  # per-tensor scales: 1 B/param
+        return "fp8", 1.0, skip
     cfg.note(f"{cfg.name('quantization_config')}: quant_method {method or algo!r} not mapped; "
                      "weights counted at the base dtype")
     return None, 0, []

@@ -26,7 +26,7 @@ def import_result(imported: Imported, output: str | None = None):
     total_bytes = sum(b for _, b in imported.components.values())
     rows.append({"component": "total (computed)", "params": total_params, "weight_bytes": total_bytes,
                  "bytes_per_param": total_bytes / total_params})
-    rows.append({"component": "active per token", "params": model.params_active, "weight_bytes": None,
+    rows.append({"component": "active per token", "params": round(model.params_active), "weight_bytes": None,
                  "bytes_per_param": None})
     notes = list(imported.notes)
     if imported.measured_weight_bytes is not None:
