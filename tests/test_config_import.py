@@ -244,9 +244,10 @@ def test_shipped_imports_match_a_fresh_import(name):
     # presets/models/<name>.toml were written by `kvcalc import tests/fixtures/configs/<name> --source ... --output`
     shipped = catalog.read_toml(catalog.presets_root() / "models" / f"{name}.toml")
     origin = shipped["source"].split("; kvcalc import of ")[0]
-    fresh = import_config(str(CONFIGS / name), origin=origin).preset
+    fresh = import_config(str(CONFIGS / name), origin=origin, name=shipped["display_name"]).preset
     assert shipped == fresh
-    assert catalog.load_model(name) == dataclasses.replace(model(name), source=shipped["source"])
+    assert catalog.load_model(name) == dataclasses.replace(model(name), source=shipped["source"],
+                                                           display_name=shipped["display_name"])
 
 
 # ---------------------------------------------------------------- mappings shown on small configs (shapes, not a model)
@@ -322,3 +323,12 @@ def test_scenario_file_may_name_a_config(tmp_path):
     r = run_cli("cost", "--scenario", str(sc), "--format", "json")
     assert r.code == 0, r.err
     assert r.json()["inputs"]["model"] == "qwen3-32b"
+
+
+def test_glm5_reads_top_k_inside_and_beyond():
+    # decode step reads min(L, top_k = 2,048) latents (1,152 B) + every indexer key (132 B), 78 layers
+    from kvcalc.model.kv import read_bytes
+
+    gs = att.resolve_groups(model("glm-5"))
+    assert read_bytes(gs, 1000) == 78 * (1000 * 1152 + 1000 * 132)
+    assert read_bytes(gs, 10_000) == 78 * (2048 * 1152 + 10_000 * 132)

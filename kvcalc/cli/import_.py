@@ -15,6 +15,8 @@ def import_(
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="write the preset TOML to this file")] = None,
     source: Annotated[Optional[str], typer.Option(
         "--source", help="where the config came from (starts the preset's source), e.g. a Hugging Face URL")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="the preset's display name (default: the folder's)")]
+    = None,
     fmt: FormatOpt = "table", check: CheckOpt = None,
 ):
     """Read a model's config.json into a preset: layer groups, parameters, weight bytes per component.
@@ -39,7 +41,7 @@ def import_(
     from kvcalc.out.errors import InputError
 
     check_format(fmt)
-    imported = import_config(config, origin=source)
+    imported = import_config(config, origin=source, name=name)
     result = import_result(imported, output)
     if output:
         try:

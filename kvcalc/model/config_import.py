@@ -330,9 +330,9 @@ def measured_weight_bytes(folder: Path) -> float | None:
     return float(size)
 
 
-def import_config(ref: str, data: dict | None = None, origin: str | None = None) -> Imported:
+def import_config(ref: str, data: dict | None = None, origin: str | None = None, name: str | None = None) -> Imported:
     """Read the config.json ``ref`` points at (or ``data``, named ``ref``) into a preset; ``origin`` (where the
-    config came from) starts the preset's source."""
+    config came from) starts the preset's source; ``name`` is its display name (default: the folder's)."""
     from kvcalc.model import config_params
 
     path = config_file(ref) if data is None else Path(ref)
@@ -342,8 +342,8 @@ def import_config(ref: str, data: dict | None = None, origin: str | None = None)
     groups, top = map_groups(cfg)
     params = config_params.count(cfg, _dtype_bytes(cfg))
     components = params.pop("components")
-    preset = {"schema_version": 1, "source": "", "display_name": cfg.get("_name_or_path") or path.parent.name
-              or path.stem}
+    preset = {"schema_version": 1, "source": "",
+              "display_name": name or cfg.get("_name_or_path") or path.parent.name or path.stem}
     preset |= params
     preset |= {k: v for k, v in top.items() if v}
     preset |= {"vocab_size": cfg.int("vocab_size", 0, minimum=0) or None, "hidden_size": cfg.int("hidden_size"),
