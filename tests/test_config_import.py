@@ -175,7 +175,10 @@ def test_config_and_imported_preset_agree_in_every_command(tmp_path, name):
     out = tmp_path / f"{name}.toml"  # the same stem as the config's folder, so the model names agree too
     r = run_cli("import", str(CONFIGS / name), "--output", str(out))
     assert r.code == 0, r.err
-    for cmd in COMMANDS:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": n, "output_length": 1, "hash_ids": h}) + "\n"
+                             for t, n, h in ((0, 8, [1, 2]), (1500, 10, [1, 2, 3]), (4000, 6, [4, 5]))))
+    for cmd in COMMANDS + (("trace", str(trace), "-b", "4", "--capacity", "2.7GB", "--model", "{m}"),):
         a = run_cli(*[c.format(m=CONFIGS / name) for c in cmd], "--format", "json")
         b = run_cli(*[c.format(m=out) for c in cmd], "--format", "json")
         assert a.code == b.code == 0, (cmd, a.err, b.err)
@@ -332,3 +335,10 @@ def test_glm5_reads_top_k_inside_and_beyond():
     gs = att.resolve_groups(model("glm-5"))
     assert read_bytes(gs, 1000) == 78 * (1000 * 1152 + 1000 * 132)
     assert read_bytes(gs, 10_000) == 78 * (2048 * 1152 + 10_000 * 132)
+
+
+def test_attn_output_gate_doubles_q_proj():
+    # BASE: 2 layers, q 64 x (4 x 16) = 4,096 more params per layer with the gate
+    a = import_config("a/config.json", data=dict(BASE)).components["attention"][0]
+    b = import_config("b/config.json", data=BASE | {"attn_output_gate": True}).components["attention"][0]
+    assert b - a == 2 * 64 * 4 * 16

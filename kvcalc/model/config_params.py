@@ -1,8 +1,8 @@
 """Parameters and weight bytes of a model, counted from its config.json, component by component.
 
 Per decoder layer (matrices only; norms add hidden-sized vectors):
-  attention  q: hidden x heads x d_k, k: hidden x kv x d_k, v: hidden x kv x d_v (none when K = V),
-             o: heads x d_v x hidden (+ biases with attention_bias);
+  attention  q: hidden x heads x d_k (twice with attn_output_gate), k: hidden x kv x d_k, v: hidden x kv x d_v
+             (none when K = V), o: heads x d_v x hidden (+ biases with attention_bias);
   MLA        q_a hidden x q_lora + q_b q_lora x heads x (nope + rope) (or q hidden x heads x (nope + rope)),
              kv_a hidden x (kv_lora + rope), kv_b kv_lora x heads x (nope + v), o heads x v x hidden,
              DSA indexer wq_b q_lora x idx_heads x idx_dim + wk hidden x idx_dim + weights hidden x idx_heads;
@@ -65,6 +65,8 @@ def _attention(cfg, kind: str, hidden: int, top: dict) -> int:
         dv = cfg.int("swa_v_head_dim", dk)
     v_proj = 0 if (kind == "full" and cfg.get("attention_k_eq_v")) else hidden * kv * dv
     n = hidden * heads * dk + hidden * kv * dk + v_proj + heads * dv * hidden
+    if cfg.get("attn_output_gate"):  # Qwen3.5: q_proj also yields a per-head output gate (heads x d_k more)
+        n += hidden * heads * dk
     if cfg.get("attention_bias"):
         n += heads * dk + kv * dk + (kv * dv if v_proj else 0) + hidden
     return n
