@@ -149,8 +149,10 @@ def _pattern(cfg: Config, layers: int) -> list:
     if cfg.has("attention_chunk_size"):  # Llama 4: no_rope_layers[i] = 1 -> RoPE + chunked; 0 -> global NoPE
         flags = cfg.get("no_rope_layers")
         if not flags:  # absent or [] -> transformers' default: every 4th layer is global (no_rope_layer_interval)
-            step = cfg.int("no_rope_layer_interval", 0) or cfg.assume(
-                "no_rope_layers", "every 4th layer global (NoPE), the rest chunked", "transformers' default") and 4
+            step = cfg.int("no_rope_layer_interval", 0)
+            if not step:
+                step = 4
+                cfg.assume("no_rope_layers", "every 4th layer global (NoPE), the rest chunked", "transformers' default")
             flags = [int((i + 1) % step != 0) for i in range(layers)]
         if not isinstance(flags, list) or len(flags) != layers:
             cfg.fail("no_rope_layers", f"needs one flag per layer ({layers})")
@@ -164,6 +166,7 @@ def _pattern(cfg: Config, layers: int) -> list:
         first = cfg.int("max_window_layers", 0, minimum=0)
         return ["sliding" if i >= first else "full" for i in range(layers)]
     if cfg.has("sliding_window"):  # Mistral 7B v0.1: one window for every layer
+        cfg.note(f"{cfg.name('sliding_window')} with no layer pattern: every layer assumed to use the window")
         return ["sliding"] * layers
     return ["full"] * layers
 
@@ -202,6 +205,9 @@ def _mla_group(cfg: Config, name: str, layers: int, mtp: bool = False) -> dict:
     g = {"kind": "mla", "name": name, "layers": layers, "kv_lora_rank": cfg.int("kv_lora_rank"),
          "rope_head_dim": cfg.int("qk_rope_head_dim", what="MLA rope key dim")}
     if cfg.has("index_topk"):
+        for key, default in (("index_head_dim", 128), ("index_n_heads", 64)):
+            if not cfg.has(key):
+                cfg.assume(key, default, "DeepSeek V3.2's indexer")
         g["indexer"] = {"top_k": cfg.int("index_topk"), "head_dim": cfg.int("index_head_dim", 128),
                         "heads": cfg.int("index_n_heads", 64)}
     return g | ({"mtp": True} if mtp else {})
