@@ -107,6 +107,11 @@ def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, li
         if not r["weights_fit"]:
             notes.append(f"{n}: the weights ({fmt_bytes(r['weight_bytes_per_gpu'])} per GPU) do not fit in "
                          f"{fmt_bytes(hw.hbm_bytes * inp.hbm_utilization)} usable HBM: no room for KV")
+        states = [g for g in att.resolve_groups(m, opts) if g.kind in ("linear", "mamba")]
+        if states and inp.attention != "dp":
+            kinds = " and ".join(sorted({g.kind for g in states}))
+            notes.append(f"{n}: its {kinds} state ({fmt_bytes(sum(att.state_bytes(g) for g in states))} per request) "
+                         f"shards by head over the {inp.gpus} GPUs, like GQA KV")
         if not r["block_valid"]:
             notes.append(f"{n}: {inp.block_tokens}-token blocks are not valid for this model "
                          f"(engines need a multiple of {m.block_tokens_multiple} tokens)")
