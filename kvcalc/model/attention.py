@@ -3,7 +3,8 @@
 A layer group is resolved from a preset group and the user's layout options into a :class:`GroupLayout`:
 stored entries per layer = dense part (all L tokens, min(L, W) for a sliding window, ((L - 1) mod C) + 1 for
 chunked local attention) + compressed part (floor(L / ratio)); an indexer key is kept alongside each indexed
-entry; a fixed per-request state (V4's compressor tail, linear-attention and Mamba states) does not grow with L. Source of every layout:
+entry; a fixed per-request state (V4's compressor tail, linear-attention and Mamba states) does not grow with L.
+Source of every layout:
 ``reference/kv-formulas.md`` (vLLM kv_cache_interface.py, FlashMLA, DeepSeek inference code).
 
 Functions over token counts accept Python ints or numpy integer arrays (sweeps).

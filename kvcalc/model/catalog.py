@@ -75,7 +75,8 @@ def read_toml(path: Path) -> dict[str, Any]:
 def validation_message(path: Path | str, err) -> str:
     """One line from a pydantic ValidationError: file, field (dotted) and reason of the first error."""
     first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in ("full", "mla", "compressed", "linear", "mamba")))
+    tags = ("full", "mla", "compressed", "linear", "mamba")  # union tags pydantic puts in the location
+    loc = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in tags))
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         msg = "unknown key"

@@ -38,7 +38,8 @@ def _attention(cfg, kind: str, hidden: int, top: dict) -> int:
     """Attention (or recurrent mixer) parameters of one layer of ``kind``."""
     if kind == "linear":
         hk, hv = cfg.int("linear_num_key_heads"), cfg.int("linear_num_value_heads")
-        dk, dv, k = cfg.int("linear_key_head_dim"), cfg.int("linear_value_head_dim"), cfg.int("linear_conv_kernel_dim", 4)
+        dk, dv = cfg.int("linear_key_head_dim"), cfg.int("linear_value_head_dim")
+        k = cfg.int("linear_conv_kernel_dim", 4)
         conv = 2 * hk * dk + hv * dv
         return hidden * (2 * hk * dk + 2 * hv * dv) + hidden * 2 * hv + conv * k + 2 * hv + dv + hv * dv * hidden
     if kind == "mamba":
