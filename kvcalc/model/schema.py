@@ -98,7 +98,8 @@ class FullGroup:
     """a multi-token-prediction layer, counted only with --mtp"""
     chunk_tokens: Optional[PositiveInt] = None
     """chunked local attention (Llama 4): a token attends only to its own chunk of C tokens, so a request
-    holds the current chunk's ((L - 1) mod C) + 1 entries; absent = not chunked"""
+    holds the current chunk's ((L - 1) mod C) + 1 entries (vLLM ChunkedLocalAttentionSpec: "we hold KV for at
+    most one chunk window", its pool reserving min(C + max_num_batched_tokens, max_model_len)); absent = none"""
     k_eq_v: bool = False
     """K and V are one tensor, stored once (Gemma 4 attention_k_eq_v): kv_heads x head_dim per token"""
     kv_dtype: Optional[KvDtype] = None
