@@ -21,8 +21,9 @@ def import_(
 ):
     """Read a model's config.json into a preset: layer groups, parameters, weight bytes per component.
 
-    Any command also takes the config.json (or its folder) directly wherever it takes a model; the preset
-    written with --output gives the same results and can be reviewed and committed.
+    Every command takes the config.json (or its folder) wherever it takes a model.
+
+    --output writes the equivalent preset (same results) to review and commit.
 
     Examples:
 
