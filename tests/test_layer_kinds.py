@@ -86,6 +86,9 @@ def test_hybrid_grows_only_by_its_attention_layers():
     assert b.kv_bytes_per_request - a.kv_bytes_per_request == 4096 * 24_576
     assert a.kv_long_context_bytes_per_token == 24_576
     assert a.kv_fixed_bytes_per_request == 39_518_208
+    # a decode step reads every full-attention entry and the whole recurrent state (it is read and rewritten
+    # each step): 4,096 x 24,576 + 39,518,208 = 100,663,296 + 39,518,208 = 140,181,504 B
+    assert a.kv_read_bytes_per_step == 140_181_504
 
 
 def test_state_shards_by_head_under_tp():

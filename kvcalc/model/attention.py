@@ -123,6 +123,9 @@ class GroupLayout:
     recurrent_flops_per_token: float = 0.0   # per layer per token (linear attention, Mamba) [FLOP]
 
 
+RECURRENT_KINDS = ("linear", "mamba")
+
+
 def _minimum(tokens, cap: int):
     """min(tokens, cap) for an int or a numpy array (numpy is imported only when an array is passed)."""
     if isinstance(tokens, int):
@@ -177,8 +180,11 @@ def read_bytes_per_step(g: GroupLayout, tokens):
     """KV bytes one decode step reads from this group at context ``tokens`` [B].
 
     Dense attention reads every stored entry. A sparse group (DSA, CSA) scans every indexer key, then
-    reads only top-k of the indexed entries (plus the window's dense entries for CSA).
+    reads only top-k of the indexed entries (plus the window's dense entries for CSA). A recurrent group
+    (linear attention, Mamba) has no entries: each step reads (and rewrites) its whole fixed state.
     """
+    if g.kind in RECURRENT_KINDS:
+        return 0 * tokens + state_bytes(g)  # same type and shape as tokens (int or array)
     dense = dense_entries(g, tokens)
     comp = compressed_entries(g, tokens)
     if g.top_k is None:

@@ -43,7 +43,9 @@ def group_stored(g: att.GroupLayout, tokens: int) -> str:
 
 def group_read(g: att.GroupLayout, tokens: int) -> str:
     """The decode-step read of one group, with top-k where the group is sparse."""
-    if g.top_k is None:
+    if g.kind in att.RECURRENT_KINDS:
+        how = "the whole recurrent state"
+    elif g.top_k is None:
         how = "every stored entry"
     elif g.indexed == "dense":
         how = f"min(L, top_k={_n(g.top_k)}) entries + every indexer key"
