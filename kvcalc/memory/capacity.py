@@ -40,39 +40,76 @@ def per_gpu_request_bytes(groups: list[att.GroupLayout], tokens: int, tp: int) -
     return sum(att.per_gpu_share(g, tp) * (att.stored_bytes(g, tokens) + att.state_bytes(g)) for g in groups)
 
 
-def capacity_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset, link_name: str,
-                 link: LinkPreset, inp: CapacityInputs, opts: att.KvOptions = att.KvOptions()) -> dict:
-    """One model on one node: budget, requests that fit, block bytes and page-in time (raw SI units)."""
-    groups = att.resolve_groups(model, opts)
-    tokens = inp.context_tokens
+def _floor(x):
+    """floor(x) for a float (-> int) or a numpy array (-> int64 array)."""
+    if isinstance(x, (int, float)):
+        return math.floor(x)
+    import numpy as np
+
+    return np.floor(x).astype(np.int64)
+
+
+def _where(cond, a, b):
+    """``a if cond else b`` for a bool, elementwise for a numpy bool array."""
+    if isinstance(cond, bool):
+        return a if cond else b
+    import numpy as np
+
+    return np.where(cond, a, b)
+
+
+def capacity_arrays(groups: list[att.GroupLayout], weight_bytes: float, hbm_bytes: float, tokens, gpus,
+                    hbm_utilization, reserve_bytes_per_gpu, attention: str = "tp") -> dict:
+    """The capacity figures that depend on context, GPUs, utilisation and reserve, for scalars or numpy arrays
+    (broadcast together; a sweep passes whole grids, ``capacity_row`` the one-point case) [B, counts]."""
     kv_request = request_bytes(groups, tokens)
-    tp = 1 if inp.attention == "dp" else inp.gpus
-    kv_request_gpu = per_gpu_request_bytes(groups, tokens, tp)
-    weights = model.weight_bytes
-    usable_gpu = hw.hbm_bytes * inp.hbm_utilization
-    budget_gpu = usable_gpu - weights / inp.gpus - inp.reserve_bytes_per_gpu
+    dp = attention == "dp"
+    kv_request_gpu = per_gpu_request_bytes(groups, tokens, 1 if dp else gpus)
+    budget_gpu = hbm_bytes * hbm_utilization - weight_bytes / gpus - reserve_bytes_per_gpu
     fits = budget_gpu > 0
-    if not fits:
-        max_requests = 0
-    elif inp.attention == "dp":
-        max_requests = inp.gpus * math.floor(budget_gpu / kv_request)
+    if dp:
+        per_fit = gpus * _floor(budget_gpu / kv_request)
     else:
-        max_requests = math.floor(budget_gpu / kv_request_gpu)
+        per_fit = _floor(budget_gpu / kv_request_gpu)
+    budget_gpu_kept = _where(fits, budget_gpu, 0.0)
+    return {
+        "gpus": gpus, "context_tokens": tokens, "hbm_utilization": hbm_utilization,
+        "weight_bytes_per_gpu": weight_bytes / gpus, "weights_fit": fits,
+        "kv_budget_bytes": budget_gpu_kept * gpus, "kv_budget_bytes_per_gpu": budget_gpu_kept,
+        "kv_bytes_per_token": kv_request / tokens, "kv_bytes_per_request": kv_request,
+        "kv_bytes_per_request_per_gpu": kv_request_gpu, "max_requests": _where(fits, per_fit, 0),
+    }
+
+
+def capacity_static(name: str, model: ModelPreset, groups: list[att.GroupLayout], hw_name: str,
+                    hw: HardwarePreset, link_name: str, link: LinkPreset, inp: CapacityInputs) -> dict:
+    """The capacity figures that do not depend on context, GPUs, utilisation or reserve (block, link)."""
     block_bytes = paged_block_bytes(groups, inp.block_tokens, model.page_align_bytes)
     bw = link.bandwidth_bytes_per_s(inp.bandwidth)
     return {
-        "model": name, "hardware": hw_name, "gpus": inp.gpus, "context_tokens": tokens,
-        "attention": inp.attention, "hbm_bytes_per_gpu": hw.hbm_bytes, "hbm_utilization": inp.hbm_utilization,
-        "weight_bytes": weights, "weight_bytes_per_gpu": weights / inp.gpus,
-        "weights_fit": fits, "kv_budget_bytes": max(0.0, budget_gpu) * inp.gpus,
-        "kv_budget_bytes_per_gpu": max(0.0, budget_gpu),
-        "kv_bytes_per_token": kv_request / tokens, "kv_bytes_per_request": kv_request,
-        "kv_bytes_per_request_per_gpu": kv_request_gpu, "max_requests": max_requests,
-        "block_tokens": inp.block_tokens, "block_bytes": block_bytes,
+        "model": name, "hardware": hw_name, "attention": inp.attention, "hbm_bytes_per_gpu": hw.hbm_bytes,
+        "weight_bytes": model.weight_bytes, "block_tokens": inp.block_tokens, "block_bytes": block_bytes,
         "block_valid": inp.block_tokens % model.block_tokens_multiple == 0,
         "link": link_name, "link_bandwidth_bytes_per_s": bw, "link_latency_s": link.latency_s,
         "block_page_in_s": transfer_time_s(block_bytes, link.latency_s, bw),
     }
+
+
+ROW_KEYS = ("model", "hardware", "gpus", "context_tokens", "attention", "hbm_bytes_per_gpu", "hbm_utilization",
+            "weight_bytes", "weight_bytes_per_gpu", "weights_fit", "kv_budget_bytes", "kv_budget_bytes_per_gpu",
+            "kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_per_request_per_gpu", "max_requests",
+            "block_tokens", "block_bytes", "block_valid", "link", "link_bandwidth_bytes_per_s", "link_latency_s",
+            "block_page_in_s")
+
+
+def capacity_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset, link_name: str,
+                 link: LinkPreset, inp: CapacityInputs, opts: att.KvOptions = att.KvOptions()) -> dict:
+    """One model on one node: budget, requests that fit, block bytes and page-in time (raw SI units)."""
+    groups = att.resolve_groups(model, opts)
+    parts = capacity_static(name, model, groups, hw_name, hw, link_name, link, inp) | capacity_arrays(
+        groups, model.weight_bytes, hw.hbm_bytes, inp.context_tokens, inp.gpus, inp.hbm_utilization,
+        inp.reserve_bytes_per_gpu, inp.attention)
+    return {k: parts[k] for k in ROW_KEYS}
 
 
 CAPACITY_COLUMNS = (

@@ -71,18 +71,24 @@ def group_kv(g: att.GroupLayout, tokens: int) -> GroupKv:
         long_context_bytes_per_token=att.long_context_bytes_per_token(g))
 
 
+def kv_arrays(groups: list[att.GroupLayout], tokens) -> dict:
+    """A request's KV totals at ``tokens`` tokens (an int, or a numpy array for a sweep: the scalar call is the
+    one-point case of the same arithmetic) [B, B/token]."""
+    entries = request_bytes(groups, tokens, include_state=False)
+    state = sum(att.state_bytes(g) for g in groups)
+    return {
+        "kv_bytes_per_request": entries + state, "kv_bytes_per_request_excl_state": entries,
+        "kv_fixed_bytes_per_request": state, "kv_bytes_per_token": (entries + state) / tokens,
+        "kv_long_context_bytes_per_token": long_context_bytes_per_token(groups),
+        "kv_read_bytes_per_step": read_bytes(groups, tokens),
+    }
+
+
 def kv_profile(name: str, model: ModelPreset, tokens: int, opts: att.KvOptions = att.KvOptions()) -> KvProfile:
     """The KV profile of ``model`` for one request of ``tokens`` tokens [B]."""
     groups = att.resolve_groups(model, opts)
-    parts = tuple(group_kv(g, tokens) for g in groups)
-    entries = sum(p.stored_bytes for p in parts)
-    state = sum(p.state_bytes for p in parts)
-    return KvProfile(
-        model=name, context_tokens=tokens, groups=parts,
-        kv_bytes_per_request=entries + state, kv_bytes_per_request_excl_state=entries,
-        kv_fixed_bytes_per_request=state, kv_bytes_per_token=(entries + state) / tokens,
-        kv_long_context_bytes_per_token=sum(p.long_context_bytes_per_token for p in parts),
-        kv_read_bytes_per_step=sum(p.read_bytes_per_step for p in parts))
+    return KvProfile(model=name, context_tokens=tokens, groups=tuple(group_kv(g, tokens) for g in groups),
+                     **kv_arrays(groups, tokens))
 
 
 KV_COLUMNS = (
