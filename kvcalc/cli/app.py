@@ -14,7 +14,7 @@ import typer
 HELP = ("KV-cache cost-and-capacity calculator: KV bytes from the architecture, requests that fit, "
         "transfers, prefill cost and prefix-sharing strategies.\n\n"
         "Examples:  kvcalc compare   |   kvcalc capacity   |   kvcalc kv deepseek-v4-flash --context 4k,1m   |   "
-        "kvcalc presets list")
+        "kvcalc presets list   |   kvcalc sweep capacity --vary context=1k..1m:log20")
 
 # command name -> (module, attribute); a typer.Typer attribute is a command group
 COMMANDS = {
@@ -25,6 +25,7 @@ COMMANDS = {
     "blocks": ("kvcalc.cli.blocks", "blocks"),
     "transfer": ("kvcalc.cli.transfer", "transfer"),
     "trace": ("kvcalc.cli.trace", "trace"),
+    "sweep": ("kvcalc.cli.sweep", "sweep"),
     "presets": ("kvcalc.cli.presets", "app"),
     "import": ("kvcalc.cli.import_", "import_"),
 }

@@ -1,0 +1,100 @@
+"""``kvcalc sweep``: one command over the product of several inputs; a table, CSV/JSON, and charts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvcalc.cli.common import CheckOpt, FormatOpt
+
+C = "Charts"
+
+
+def sweep(
+    target: Annotated[str, typer.Argument(help="kv | capacity | cost | compare", show_default=False)],
+    vary: Annotated[Optional[list[str]], typer.Option(
+        "--vary", "-v", help="NAME=SPEC (repeatable; the grid is their product, first axis slowest). SPEC: a list "
+        "4k,32k,128k | a range 1k..1m:log20, 1k..64k:step4k, 0.5..0.9:lin5 | presets h100-sxm,h200-sxm",
+        show_default=False)] = None,
+    fixed: Annotated[Optional[list[str]], typer.Option(
+        "--set", help="NAME=VALUE held fixed (repeatable), e.g. --set gpus=8 --set hardware=h200-sxm",
+        show_default=False)] = None,
+    max_points: Annotated[int, typer.Option("--max-points", help="refuse grids larger than this")] = 10**7,
+    y: Annotated[Optional[list[str]], typer.Option(
+        "--y", help="output field to chart (repeatable; default per target, e.g. max_requests)",
+        show_default=False, rich_help_panel=C)] = None,
+    x: Annotated[Optional[str], typer.Option("--x", help="the numeric --vary axis on the x axis (default: the first)",
+                                             show_default=False, rich_help_panel=C)] = None,
+    chart: Annotated[Optional[bool], typer.Option(
+        "--chart/--no-chart", help="draw a line chart after the table (default: when stdout is a terminal and one "
+        "axis is numeric)", show_default=False, rich_help_panel=C)] = None,
+    plot: Annotated[Optional[str], typer.Option(
+        "--plot", help="write the chart to FILE.png | .svg | .html (needs the extra: pip install 'kvcalc[plot]'); "
+        "two numeric axes make a heat map", show_default=False, rich_help_panel=C)] = None,
+    fmt: FormatOpt = "table", check: CheckOpt = None,
+):
+    """Evaluate kv, capacity, cost or compare over a grid of inputs: one row per point, varied inputs first.
+
+    Every row equals the single-point command with the same inputs. kv and capacity are vectorised (a
+    million points take well under a second); cost and compare run point by point.
+
+    Inputs: kv: model, context, kv-dtype, mla-layout, indexer-dtype, mtp. capacity: those and hardware, link, gpus,
+    hbm-utilization, reserve, block-tokens, attention, bandwidth. cost/compare: scenario, model, hardware, gpus,
+    workload, price-per-gpu-hour, mfu-prefill, decode-tokens-per-s, warm, attention-flops, pd-link, requests,
+    context, output-tokens, shared-prefix, the layouts (cost: strategy).
+
+    Examples:
+
+      kvcalc sweep kv --vary model=llama-3-70b,deepseek-v4-flash --vary context=1k..1m:log20 --format csv
+
+      kvcalc sweep capacity --vary model=deepseek-v3,deepseek-v4-flash --vary context=4k..1m:log12 --plot fit.png
+
+      kvcalc sweep compare --set requests=100 --set context=8k --vary shared-prefix=0..6k:step1k --y usd_per_mtok_blended
+    """
+    import sys
+
+    from kvcalc.cli.common import check_format, emit
+    from kvcalc.out.errors import InputError
+    from kvcalc.serve import sweep as sw
+
+    check_format(fmt)
+    if max_points < 1:
+        raise InputError(f"--max-points: must be >= 1, got {max_points}")
+    path = None
+    if plot is not None:
+        from kvcalc.out.plot import check_plot_path
+
+        path = check_plot_path(plot)
+    if chart and fmt != "table":
+        raise InputError("--chart: only with --format table (JSON/CSV stay machine-readable); use --plot FILE")
+    axes = sw.parse_axes(target, vary or [], max_points)
+    settings = sw.parse_fixed(target, fixed or [], axes)
+    result = sw.sweep_result(target, axes, settings)
+    numeric = [a for a in axes if a.numeric]
+    draw = chart if chart is not None else (fmt == "table" and sys.stdout.isatty() and len(numeric) == 1)
+    plan = None
+    if draw or path is not None or y or x:
+        from kvcalc.out.chart_text import plan_chart
+
+        def plan_of(heat: bool):
+            return plan_chart(result.main.columns, result.rows, [(sw.column_key(a.name), a.numeric) for a in axes],
+                              sw.column_key(x) if x else None, y or [], sw.DEFAULT_Y[target], heat=heat)
+
+        plan = plan_of(False)
+        if path is not None:
+            from kvcalc.out.plot import write_plot
+
+            write_plot(path, result.rows, plan_of(True), result.main.title)
+    if not draw:
+        emit(result, fmt, check, False)
+        return
+    from kvcalc.out.chart_text import line_chart, series
+    from kvcalc.out.render import make_console
+
+    width = min(make_console().width, 100)
+    try:
+        emit(result, fmt, check, False)
+    finally:
+        for ycol in plan.ys:
+            sys.stdout.write("\n" + line_chart(series(result.rows, plan, ycol.key), plan.x, ycol, width=width))

@@ -1,0 +1,113 @@
+"""``--plot FILE.png|svg|html``: a sweep's chart drawn to a file with matplotlib (the optional extra
+``kvcalc[plot]``), imported only here and only when a file is asked for.
+
+Lines: one subplot per ``--y`` field, x = the numeric axis, one line (with a legend entry) per series.
+Heat map (two numeric axes): colour = the first ``--y`` field over (x, second axis), one panel per series.
+HTML: the SVG drawing inside a minimal page (no script, no network).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from kvcalc.out.chart_text import ChartPlan, axis_label, series, use_log
+from kvcalc.out.errors import InputError
+
+FORMATS = (".png", ".svg", ".html")
+
+
+def check_plot_path(path: str) -> Path:
+    """Validate --plot before any work: a known suffix and matplotlib installed (InputError naming the extra)."""
+    p = Path(path)
+    if p.suffix.lower() not in FORMATS:
+        raise InputError(f"--plot {path}: give a file ending in {', '.join(FORMATS)}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise InputError("--plot: needs matplotlib, which is not installed; "
+                         "install the extra: pip install 'kvcalc[plot]'") from None
+    return p
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _lines(plt, rows, plan: ChartPlan, title: str):
+    fig, axs = plt.subplots(len(plan.ys), 1, figsize=(8, 3.6 * len(plan.ys)), squeeze=False)
+    for ax, y in zip(axs[:, 0], plan.ys):
+        data = series(rows, plan, y.key)
+        for label, xs, ys in data:
+            order = sorted(range(len(xs)), key=xs.__getitem__)
+            ax.plot([xs[i] for i in order], [ys[i] for i in order], marker="o", markersize=3, label=label)
+        all_x = [v for _, xs, _ in data for v in xs]
+        all_y = [v for _, _, ys in data for v in ys]
+        if use_log(all_x):
+            ax.set_xscale("log")
+        if use_log(all_y):
+            ax.set_yscale("log")
+        ax.set_xlabel(axis_label(plan.x))
+        ax.set_ylabel(axis_label(y))
+        ax.grid(True, alpha=0.3)
+        if len(data) > 1:
+            ax.legend(fontsize="small")
+    fig.suptitle(title, fontsize="medium")
+    return fig
+
+
+def _heat(plt, rows, plan: ChartPlan, title: str):
+    import numpy as np
+
+    y = plan.ys[0]
+    groups: dict[tuple, list] = {}
+    for r in rows:
+        groups.setdefault(tuple(r.get(k) for k in plan.by), []).append(r)
+    fig, axs = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
+    for ax, (key, rs) in zip(axs[0], groups.items()):
+        xs = sorted({r[plan.x.key] for r in rs})
+        x2s = sorted({r[plan.x2.key] for r in rs})
+        z = np.full((len(x2s), len(xs)), np.nan)
+        for r in rs:
+            v = r.get(y.key)
+            z[x2s.index(r[plan.x2.key]), xs.index(r[plan.x.key])] = np.nan if v is None else v
+        mesh = ax.pcolormesh(np.arange(len(xs) + 1), np.arange(len(x2s) + 1), z, shading="flat")
+        ax.set_xticks(np.arange(len(xs)) + 0.5, [f"{v:g}" for v in xs], rotation=45, fontsize="small")
+        ax.set_yticks(np.arange(len(x2s)) + 0.5, [f"{v:g}" for v in x2s], fontsize="small")
+        ax.set_xlabel(axis_label(plan.x))
+        ax.set_ylabel(axis_label(plan.x2))
+        ax.set_title(", ".join(str(k) for k in key), fontsize="small")
+        fig.colorbar(mesh, ax=ax, label=axis_label(y))
+    fig.suptitle(title, fontsize="medium")
+    fig.tight_layout()
+    return fig
+
+
+def write_plot(path: Path, rows, plan: ChartPlan, title: str) -> None:
+    """Draw the plan's chart (heat map when it has a second x axis) into ``path`` (.png, .svg or .html)."""
+    plt = _pyplot()
+    fig = _heat(plt, rows, plan, title) if plan.x2 is not None else _lines(plt, rows, plan, title)
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".html":
+            buf = io.StringIO()
+            fig.savefig(buf, format="svg", bbox_inches="tight")
+            svg = buf.getvalue()
+            svg = svg[svg.index("<svg"):]
+            path.write_text(f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{_escape(title)}</title>"
+                            f"</head><body>\n{svg}\n</body></html>\n", encoding="utf-8")
+        else:
+            fig.savefig(path, dpi=120, bbox_inches="tight")
+    except OSError as e:
+        raise InputError(f"--plot {path}: cannot write ({e.strerror})") from None
+    finally:
+        plt.close(fig)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,328 @@
+"""Sweeps: one command's closed form evaluated over the product of several input axes (``kvcalc sweep``).
+
+Every row of a sweep is the row the single-point command (``kvcalc kv``, ``capacity``, ``cost``, ``compare``)
+prints for the same inputs, prefixed by the varied inputs as columns; rows come in product order, the first
+``--vary`` axis slowest. ``kv`` and ``capacity`` are vectorised: axes that change the model, hardware, link or a
+layout are looped, and each inner grid (context, GPUs, HBM utilisation, reserve) is one numpy evaluation of the
+same functions the single-point commands call (:func:`kvcalc.model.kv.kv_arrays`,
+:func:`kvcalc.memory.capacity.capacity_arrays`). ``cost`` and ``compare`` loop the scalar path point by point.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from kvcalc.out import units
+from kvcalc.out.errors import InputError
+from kvcalc.out.sweep_spec import MAX_POINTS, AxisValues, check_grid, parse_axis
+
+TARGETS = ("kv", "capacity", "cost", "compare")
+
+
+@dataclass(frozen=True)
+class AxisDef:
+    """An input a sweep can vary or fix: how its values are read and shown."""
+
+    kind: str                    # tokens | int | fraction | bytes | float | choice | preset
+    column_kind: str = "text"    # render kind of its column (results.py)
+    choices: tuple = ()          # allowed values (choice) or the preset kind (preset: ("models",))
+    vector: bool = False         # evaluated as a numpy array inside one call (kv, capacity)
+    zero_ok: bool = False
+    limit: Optional[float] = None
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind not in ("choice", "preset")
+
+
+def _choice(*values):
+    return AxisDef("choice", choices=values)
+
+
+_LAYOUT = {"kv-dtype": _choice("fp32", "bf16", "fp16", "fp8", "int8", "int4"),
+           "mla-layout": _choice("bf16", "fp8", "fp8-flashmla"), "indexer-dtype": _choice("fp4", "fp8"),
+           "mtp": _choice("off", "on")}
+_MODEL = AxisDef("preset", choices=("models",))
+_CONTEXT = AxisDef("tokens", "int", vector=True)
+_SCENARIO_AXES = {
+    "scenario": AxisDef("preset", choices=("scenarios",)), "model": _MODEL,
+    "hardware": AxisDef("preset", choices=("hardware",)), "gpus": AxisDef("int", "int", limit=units.MAX_GPUS),
+    "workload": AxisDef("preset", choices=("workloads",)), "price-per-gpu-hour": AxisDef("float", "usd"),
+    "mfu-prefill": AxisDef("fraction", "percent"), "decode-tokens-per-s": AxisDef("float", "tokens_per_s"),
+    "warm": _choice("cold", "warm"), "attention-flops": _choice("on", "off"),
+    "pd-link": AxisDef("preset", choices=("links",)),
+    "requests": AxisDef("int", "int", limit=units.MAX_REQUESTS), "context": AxisDef("tokens", "int"),
+    "output-tokens": AxisDef("int", "int", zero_ok=True, limit=units.MAX_REQUESTS),
+    "shared-prefix": AxisDef("tokens", "int", zero_ok=True), **_LAYOUT}
+AXES: dict[str, dict[str, AxisDef]] = {
+    "kv": {"model": _MODEL, "context": _CONTEXT, **_LAYOUT},
+    "capacity": {
+        "model": _MODEL, "hardware": AxisDef("preset", choices=("hardware",)),
+        "link": AxisDef("preset", choices=("links",)), "context": _CONTEXT,
+        "gpus": AxisDef("int", "int", vector=True, limit=units.MAX_GPUS),
+        "hbm-utilization": AxisDef("fraction", "percent", vector=True),
+        "reserve": AxisDef("bytes", "bytes", vector=True, zero_ok=True),
+        "block-tokens": AxisDef("int", "int", limit=units.MAX_BLOCK_TOKENS),
+        "attention": _choice("tp", "dp"), "bandwidth": _choice("measured", "theoretical"), **_LAYOUT},
+    "cost": {"strategy": _choice("lru", "prefix-tree"), **_SCENARIO_AXES},
+    "compare": _SCENARIO_AXES,
+}
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "kv": {"model": "deepseek-v4-flash", "context": 4096},
+    "capacity": {"model": "deepseek-v4-flash", "hardware": "h100-sxm", "gpus": 8, "context": 4096,
+                 "hbm-utilization": 0.9, "reserve": 0.0, "block-tokens": 16, "attention": "tp",
+                 "bandwidth": "measured"},
+    "cost": {"scenario": "article", "strategy": "prefix-tree"},
+    "compare": {"scenario": "article"},
+}
+# the output field a chart shows when --y is not given
+DEFAULT_Y = {"kv": "kv_bytes_per_request", "capacity": "max_requests", "cost": "usd_per_mtok_blended",
+             "compare": "usd_per_mtok_blended"}
+
+
+def axis_def(target: str, name: str, flag: str) -> AxisDef:
+    """The definition of input ``name`` for ``target``; InputError with close matches when unknown."""
+    known = AXES[target]
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else f"one of {', '.join(known)}"
+        raise InputError(f"{flag} {name}: not an input of sweep {target}; {hint}")
+    return known[name]
+
+
+def parse_value(d: AxisDef, text: str, what: str):
+    """One value of an axis from text, bounded like the single-point command's option (InputError naming it)."""
+    if d.kind == "tokens":
+        return units.parse_tokens(text, what, allow_zero=d.zero_ok)
+    if d.kind in ("int", "float"):
+        pattern = r"[0-9]+" if d.kind == "int" else r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
+        if not re.fullmatch(pattern, text.strip()):
+            raise InputError(f"{what}: cannot read {text!r} as {'a whole number' if d.kind == 'int' else 'a number'}")
+        v = int(text) if d.kind == "int" else float(text)
+        units.check_positive(v, what, allow_zero=d.zero_ok, limit=d.limit)
+        return v
+    if d.kind == "fraction":
+        return units.parse_fraction(text, what)
+    if d.kind == "bytes":
+        return 0.0 if d.zero_ok and text.strip() in ("0", "0B") else units.parse_bytes(text, what)
+    if d.kind == "choice":
+        if text not in d.choices:
+            raise InputError(f"{what}: {text!r} is not one of {', '.join(d.choices)}")
+        return text
+    from kvcalc.model import catalog
+
+    catalog.load(d.choices[0], text)  # PresetNotFound lists close matches
+    return text
+
+
+def parse_axes(target: str, specs: list[str], max_points: int = MAX_POINTS) -> list[AxisValues]:
+    """``--vary NAME=SPEC`` texts -> axes in the order given; the grid is counted against ``max_points``."""
+    from kvcalc.out.sweep_spec import split_assignment
+
+    if target not in TARGETS:
+        raise InputError(f"sweep: target {target!r} is not one of {', '.join(TARGETS)}")
+    axes, seen = [], set()
+    for text in specs:
+        name, spec = split_assignment(text, "--vary")
+        d = axis_def(target, name, "--vary")
+        if name in seen:
+            raise InputError(f"--vary {name}: given twice; list every value in one --vary")
+        seen.add(name)
+        axes.append(parse_axis(name, spec, lambda t, d=d, n=name: parse_value(d, t, f"--vary {n}"), d.numeric,
+                               integer=d.kind in ("tokens", "int"), max_points=max_points))
+    if not axes:
+        raise InputError("sweep: give at least one --vary NAME=SPEC, e.g. --vary context=1k..1m:log20")
+    check_grid(axes, max_points)
+    return axes
+
+
+def parse_fixed(target: str, texts: list[str], varied: list[AxisValues]) -> dict[str, Any]:
+    """``--set NAME=VALUE`` texts -> {name: value}; an input cannot be both fixed and varied."""
+    from kvcalc.out.sweep_spec import split_assignment
+
+    out: dict[str, Any] = {}
+    names = {a.name for a in varied}
+    for text in texts:
+        name, value = split_assignment(text, "--set")
+        d = axis_def(target, name, "--set")
+        if name in names:
+            raise InputError(f"--set {name}: also given with --vary; give it once")
+        out[name] = parse_value(d, value, f"--set {name}")
+    return out
+
+
+def column_key(name: str) -> str:
+    """Axis name -> its column in the rows (``kv-dtype`` -> ``kv_dtype``)."""
+    return name.replace("-", "_")
+
+
+def _shown(d: AxisDef, v):
+    if d.kind == "preset":
+        from kvcalc.model import catalog
+
+        return catalog.name_of(v)
+    return v
+
+
+def _kv_options(s: dict):
+    from kvcalc.model.attention import KvOptions
+
+    return KvOptions(kv_dtype=s.get("kv-dtype"), mla_layout=s.get("mla-layout"),
+                     indexer_dtype=s.get("indexer-dtype"), mtp=s.get("mtp") == "on")
+
+
+def kv_point(s: dict, vec: dict) -> dict:
+    """The ``kvcalc kv`` row for settings ``s``; ``vec`` may hold a numpy array of contexts."""
+    from kvcalc.model import attention as att
+    from kvcalc.model import catalog
+    from kvcalc.model.kv import kv_arrays
+
+    tokens = vec.get("context", s["context"])
+    groups = att.resolve_groups(catalog.load_model(s["model"]), _kv_options(s))
+    return {"model": catalog.name_of(s["model"]), "context_tokens": tokens} | kv_arrays(groups, tokens)
+
+
+def capacity_point(s: dict, vec: dict) -> dict:
+    """The ``kvcalc capacity`` row for settings ``s``; ``vec`` may hold numpy arrays of the vector inputs."""
+    from kvcalc.memory.capacity import ROW_KEYS, CapacityInputs, capacity_arrays, capacity_static
+    from kvcalc.model import attention as att
+    from kvcalc.model import catalog
+
+    model, hw = catalog.load_model(s["model"]), catalog.load_hardware(s["hardware"])
+    link_ref = s.get("link") or hw.host_link
+    inp = CapacityInputs(attention=s["attention"], block_tokens=s["block-tokens"], bandwidth=s["bandwidth"])
+    groups = att.resolve_groups(model, _kv_options(s))
+    v = {k: vec.get(k, s[k]) for k in ("context", "gpus", "hbm-utilization", "reserve")}
+    parts = capacity_static(catalog.name_of(s["model"]), model, groups, catalog.name_of(s["hardware"]), hw,
+                            catalog.name_of(link_ref), catalog.load_link(link_ref), inp) | capacity_arrays(
+        groups, model.weight_bytes, hw.hbm_bytes, v["context"], v["gpus"], v["hbm-utilization"], v["reserve"],
+        s["attention"])
+    return {k: parts[k] for k in ROW_KEYS}
+
+
+def scenario_rows(target: str, s: dict) -> list[dict]:
+    """The ``kvcalc cost`` / ``compare`` main rows for settings ``s`` (one point, the scalar path)."""
+    from kvcalc.serve.cost import compare_result, cost_result
+    from kvcalc.serve.scenario import Overrides, resolve
+    from kvcalc.serve.workload import inline_workload
+
+    inline = None
+    if any(k in s for k in ("requests", "context", "shared-prefix", "output-tokens")):
+        if "workload" in s:
+            raise InputError("sweep: give a workload preset or requests/context/shared-prefix, not both")
+        if "requests" not in s or "context" not in s:
+            raise InputError("sweep: an inline workload needs both requests and context (--set or --vary)")
+        shared = [(s["shared-prefix"], 1)] if s.get("shared-prefix") else []
+        inline = inline_workload(s["requests"], s["context"], s.get("output-tokens", 500), shared)
+    o = Overrides(model=s.get("model"), hardware=s.get("hardware"), gpus=s.get("gpus"), workload=s.get("workload"),
+                  inline_workload=inline, usd_per_gpu_hour=s.get("price-per-gpu-hour"),
+                  mfu_prefill=s.get("mfu-prefill"), decode_tokens_per_s=s.get("decode-tokens-per-s"),
+                  warm=None if "warm" not in s else s["warm"] == "warm",
+                  attention_flops=None if "attention-flops" not in s else s["attention-flops"] == "on",
+                  kv_options=_kv_options(s), pd_link=s.get("pd-link"))
+    inp = resolve(s["scenario"], o)
+    result = cost_result(inp, s["strategy"]) if target == "cost" else compare_result(inp)
+    return list(result.rows)
+
+
+def _columns_of(target: str):
+    if target == "kv":
+        from kvcalc.model.kv import KV_COLUMNS as cols
+    elif target == "capacity":
+        from kvcalc.memory.capacity import CAPACITY_COLUMNS as cols
+    else:
+        from kvcalc.serve.cost import COST_COLUMNS as cols
+    return cols
+
+
+def _grid_index(axes: list[AxisValues]):
+    """Per axis, the value index of every grid point in product order (first axis slowest) [int arrays]."""
+    import numpy as np
+
+    sizes = [len(a) for a in axes]
+    return np.indices(sizes).reshape(len(sizes), -1)
+
+
+def evaluate_columns(target: str, axes: list[AxisValues], fixed: dict) -> dict[str, Any]:
+    """kv or capacity over the whole grid -> {field: numpy array or list, one entry per point}: the looped axes
+    (presets, layouts) in Python, the vector axes as one numpy call per looped combination."""
+    import numpy as np
+
+    defs = AXES[target]
+    point = kv_point if target == "kv" else capacity_point
+    idx = _grid_index(axes)
+    n = idx.shape[1]
+    base = DEFAULTS[target] | fixed
+    looped = [i for i, a in enumerate(axes) if not defs[a.name].vector]
+    cols: dict[str, Any] = {}
+    for combo in itertools.product(*(range(len(axes[i])) for i in looped)):
+        mask = np.ones(n, dtype=bool)
+        s = dict(base)
+        for i, j in zip(looped, combo):
+            mask &= idx[i] == j
+            s[axes[i].name] = axes[i].values[j]
+        sel = np.flatnonzero(mask) if looped else slice(None)
+        vec = {a.name: np.asarray(a.values)[idx[i][sel]] for i, a in enumerate(axes) if defs[a.name].vector}
+        for k, v in point(s, vec).items():
+            if k not in cols:
+                cols[k] = np.empty(n, dtype=object if isinstance(v, str) else np.asarray(v).dtype)
+            elif np.asarray(v).dtype.kind == "f" and cols[k].dtype.kind in "iub":
+                cols[k] = cols[k].astype(np.float64)
+            cols[k][sel] = v
+    return cols
+
+
+def _as_rows(cols: dict[str, Any], n: int) -> list[dict]:
+    lists = {k: v.tolist() for k, v in cols.items()}
+    keys = list(lists)
+    return [dict(zip(keys, vals)) for vals in zip(*(lists[k] for k in keys))] if keys else [{}] * n
+
+
+def sweep_rows(target: str, axes: list[AxisValues], fixed: dict) -> list[dict]:
+    """Every point's rows in product order, each prefixed by the varied inputs (raw values)."""
+    import numpy as np
+
+    defs = AXES[target]
+    idx = _grid_index(axes)
+    n = idx.shape[1]
+    prefix = {column_key(a.name): np.asarray([_shown(defs[a.name], v) for v in a.values]
+                                             if not a.numeric else a.values, dtype=object if not a.numeric
+                                             else None)[idx[i]] for i, a in enumerate(axes)}
+    heads = _as_rows(prefix, n)
+    if target in ("kv", "capacity"):
+        body = _as_rows(evaluate_columns(target, axes, fixed), n)
+        return [h | b for h, b in zip(heads, body)]
+    base = DEFAULTS[target] | fixed
+    out = []
+    for p, h in enumerate(heads):
+        s = dict(base)
+        for i, a in enumerate(axes):
+            s[a.name] = a.values[idx[i][p]]
+            if a.numeric:
+                s[a.name] = s[a.name].item()
+        out.extend(h | r for r in scenario_rows(target, s))
+    return out
+
+
+def sweep_result(target: str, axes: list[AxisValues], fixed: dict):
+    """The ``kvcalc sweep`` result: one row per grid point (compare: per strategy), varied inputs first."""
+    from kvcalc.out.results import Column, Result, Table
+
+    defs = AXES[target]
+    rows = sweep_rows(target, axes, fixed)
+    axis_cols = [Column(column_key(a.name), a.name, defs[a.name].column_kind) for a in axes]
+    keys = {c.key for c in axis_cols}
+    cols = tuple(axis_cols + [Column(*c) for c in _columns_of(target) if c[0] not in keys])
+    shown = {k: _shown(defs[k], v) for k, v in (DEFAULTS[target] | fixed).items() if k not in {a.name for a in axes}}
+    inputs = {"target": target, "axes": {a.name: [_shown(defs[a.name], v) for v in
+                                                  (a.values.tolist() if a.numeric else a.values)] for a in axes},
+              "fixed": shown, "points": check_grid(axes, 10**18)}
+    title = (f"sweep {target} over " + " x ".join(f"{len(a)} {a.name}" for a in axes)
+             + (": " + ", ".join(f"{k}={v}" for k, v in shown.items()) if shown else ""))
+    notes = (f"each row equals `kvcalc {target}` with the same inputs; rows in the order of the --vary axes, "
+             "the first slowest",)
+    return Result("sweep", inputs, Table("sweep", title, cols, tuple(rows)), (), (), notes)
