@@ -86,7 +86,8 @@ def series(rows, plan: ChartPlan, y: str) -> list[tuple[str, list[float], list[f
         if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
             xs.append(float(r[plan.x.key]))
             ys.append(float(v))
-    return [(", ".join(str(k) for k in key) or plan.ys[0].title, xs, ys) for key, (xs, ys) in out.items()]
+    title = next((c.title for c in plan.ys if c.key == y), y)
+    return [(", ".join(str(k) for k in key) or title, xs, ys) for key, (xs, ys) in out.items()]
 
 
 def use_log(values) -> bool:
