@@ -30,6 +30,8 @@ COMMANDS = {
     "kvcalc capacity --format json": [sys.executable, "-m", "kvcalc", "capacity", "--format", "json"],
     "kvcalc kv --format json": [sys.executable, "-m", "kvcalc", "kv", "--format", "json"],
     "kvcalc compare --format json": [sys.executable, "-m", "kvcalc", "compare", "--format", "json"],
+    "kvcalc sweep capacity (12 points) json": [sys.executable, "-m", "kvcalc", "sweep", "capacity", "--vary",
+                                               "context=4k..1m:log12", "--format", "json"],
 }
 
 

@@ -51,6 +51,8 @@ _API = {
     "CostInputs": ("kvcalc.serve.cost", "CostInputs"),
     "cost_result": ("kvcalc.serve.cost", "cost_result"),
     "compare_result": ("kvcalc.serve.cost", "compare_result"),
+    "parse_sweep_axes": ("kvcalc.serve.sweep", "parse_axes"),
+    "sweep_result": ("kvcalc.serve.sweep", "sweep_result"),
     # trace: request traces
     "read_trace": ("kvcalc.trace.reader", "read_trace"),
     "analyze_trace": ("kvcalc.trace.analysis", "analyze_trace"),
