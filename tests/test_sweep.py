@@ -259,7 +259,7 @@ def test_cli_chart_follows_the_table():
                 "--y", "kv_bytes_per_token")
     assert r.code == 0, r.err
     # KV/request spans 19 MB..3.7 GB (log); per token 18.6 kB..3.5 kB spans less than two decades (linear)
-    assert "KV/request [B] (log)" in r.out and "per token [B]\n" in r.out and "context (log)" in r.out
+    assert "KV/request [B] (log)" in r.out and "per token [B]\n" in r.out and "context [tokens] (log)" in r.out
     assert "  * " not in r.out  # one series per chart: no legend
     assert "\x1b[" not in r.out  # NO_COLOR, not a terminal
 

@@ -31,6 +31,17 @@ class ChartPlan:
     x2: Column | None = None
 
 
+def kind_of_key(key: str) -> str:
+    """The unit kind a field's name says (``_per_s`` rates, ``_s`` seconds, ``bytes``, ``usd``), else float."""
+    if key.endswith("_per_s"):
+        return next((f"{u}_per_s" for u in ("bytes", "tokens", "flops") if u in key), "float")
+    if key.endswith("_s"):
+        return "s"
+    if "bytes" in key:
+        return "bytes"
+    return "usd" if key.startswith("usd") or key.endswith("_usd") else "float"
+
+
 def axis_label(col: Column) -> str:
     """A column's title with its unit, e.g. ``KV/request [B]``."""
     unit = UNIT_OF_KIND.get(col.kind)
@@ -64,7 +75,7 @@ def plan_chart(columns: tuple[Column, ...], rows, axes: list[tuple[str, bool]], 
                              + (f"did you mean {', '.join(close)}?" if close else f"fields: {', '.join(fields)}"))
         if y not in fields:
             raise InputError(f"--y {y}: not a numeric field, cannot be plotted")
-        y_cols.append(by_key.get(y, Column(y, y, "float")))
+        y_cols.append(by_key.get(y, Column(y, y, kind_of_key(y))))
     others = [k for k, _ in axes if k != x_key]
     x2 = None
     if heat and len(numeric_axes) >= 2:
@@ -100,7 +111,7 @@ def _fmt(col: Column, v: float) -> str:
     from kvcalc.out.render import format_value
 
     kind = "count" if col.kind in ("fit", "int", "round") else "float" if col.kind in ("text", "bool") else col.kind
-    if kind == "count":  # a tick on a log axis lands beside the whole number (10 ** log10(1024) = 1023.99...)
+    if kind in ("count", "tokens"):  # a tick on a log axis lands beside the whole number (10 ** log10(1024) = 1023.99...)
         v = round(v) if abs(v - round(v)) <= 1e-9 * abs(v) else float(f"{v:.4g}")
     return format_value(Column(col.key, col.title, kind), {col.key: v})
 

@@ -57,8 +57,15 @@ def _lines(plt, rows, plan: ChartPlan, title: str):
         ax.grid(True, alpha=0.3)
         if len(data) > 1:
             ax.legend(fontsize="small")
-    fig.suptitle(title, fontsize="medium")
+    fig.suptitle(_wrap(title), fontsize="medium")
+    fig.tight_layout()
     return fig
+
+
+def _wrap(title: str) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(title, 90))
 
 
 def _heat(plt, rows, plan: ChartPlan, title: str):
@@ -83,7 +90,7 @@ def _heat(plt, rows, plan: ChartPlan, title: str):
         ax.set_ylabel(axis_label(plan.x2))
         ax.set_title(", ".join(str(k) for k in key), fontsize="small")
         fig.colorbar(mesh, ax=ax, label=axis_label(y))
-    fig.suptitle(title, fontsize="medium")
+    fig.suptitle(_wrap(title), fontsize="medium")
     fig.tight_layout()
     return fig
 

@@ -47,7 +47,7 @@ _LAYOUT = {"kv-dtype": _choice("fp32", "bf16", "fp16", "fp8", "int8", "int4"),
            "mla-layout": _choice("bf16", "fp8", "fp8-flashmla"), "indexer-dtype": _choice("fp4", "fp8"),
            "mtp": _choice("off", "on")}
 _MODEL = AxisDef("preset", choices=("models",))
-_CONTEXT = AxisDef("tokens", "int", vector=True)
+_CONTEXT = AxisDef("tokens", "tokens", vector=True)
 _SCENARIO_AXES = {
     "scenario": AxisDef("preset", choices=("scenarios",)), "model": _MODEL,
     "hardware": AxisDef("preset", choices=("hardware",)), "gpus": AxisDef("int", "int", limit=units.MAX_GPUS),
@@ -55,9 +55,9 @@ _SCENARIO_AXES = {
     "mfu-prefill": AxisDef("fraction", "percent"), "decode-tokens-per-s": AxisDef("float", "tokens_per_s"),
     "warm": _choice("cold", "warm"), "attention-flops": _choice("on", "off"),
     "pd-link": AxisDef("preset", choices=("links",)),
-    "requests": AxisDef("int", "int", limit=units.MAX_REQUESTS), "context": AxisDef("tokens", "int"),
-    "output-tokens": AxisDef("int", "int", zero_ok=True, limit=units.MAX_REQUESTS),
-    "shared-prefix": AxisDef("tokens", "int", zero_ok=True), **_LAYOUT}
+    "requests": AxisDef("int", "int", limit=units.MAX_REQUESTS), "context": AxisDef("tokens", "tokens"),
+    "output-tokens": AxisDef("int", "tokens", zero_ok=True, limit=units.MAX_REQUESTS),
+    "shared-prefix": AxisDef("tokens", "tokens", zero_ok=True), **_LAYOUT}
 AXES: dict[str, dict[str, AxisDef]] = {
     "kv": {"model": _MODEL, "context": _CONTEXT, **_LAYOUT},
     "capacity": {
@@ -321,6 +321,10 @@ def sweep_result(target: str, axes: list[AxisValues], fixed: dict):
     inputs = {"target": target, "axes": {a.name: [_shown(defs[a.name], v) for v in
                                                   (a.values.tolist() if a.numeric else a.values)] for a in axes},
               "fixed": shown, "points": check_grid(axes, 10**18)}
+    for k in ("model", "hardware", "gpus"):  # name what the scenario chose when the user did not
+        same = {r.get(k) for r in rows}
+        if k not in shown and k not in {a.name for a in axes} and len(same) == 1 and None not in same:
+            shown[k] = same.pop()
     title = (f"sweep {target} over " + " x ".join(f"{len(a)} {a.name}" for a in axes)
              + (": " + ", ".join(f"{k}={v}" for k, v in shown.items()) if shown else ""))
     notes = (f"each row equals `kvcalc {target}` with the same inputs; rows in the order of the --vary axes, "
