@@ -298,3 +298,68 @@ def test_parse_value_bounds():
     with pytest.raises(InputError, match="--set gpus"):
         sw.parse_fixed("capacity", ["gpus=2000000"], [])
     assert sw.parse_fixed("capacity", ["reserve=4GiB"], []) == {"reserve": 4 * 2**30}
+
+
+# ------------------------------------------------------------------ trace curve with the node marked
+
+def test_node_cache_tokens_by_hand():
+    from kvcalc.model import catalog
+    from kvcalc.trace.node_cache import node_cache_tokens
+
+    h100 = catalog.load_hardware("h100-sxm")
+    # V4 Flash on 8 x H100: per-GPU budget 72e9 - 284e9 / 8 = 36.5e9 B; its 512-token block is 1,812,864 B with
+    # page padding (the trace's note) and the latent cache is replicated on every GPU:
+    # floor(36.5e9 / 1,812,864) = floor(20,134.0) = 20,133 blocks x 512 = 10,308,096 tokens
+    assert node_cache_tokens(catalog.load_model("deepseek-v4-flash"), h100, 8, 512) == 10_308_096
+    # Llama-3-70B: 54.35e9 B per GPU; a 512-token block = 512 x 327,680 = 167,772,160 B, 1/8 per GPU (8 KV heads
+    # over TP 8) = 20,971,520 B -> floor(2,591.6) = 2,591 blocks x 512 = 1,326,592 tokens
+    assert node_cache_tokens(catalog.load_model("llama-3-70b"), h100, 8, 512) == 1_326_592
+    with pytest.raises(InputError, match="no KV budget"):
+        node_cache_tokens(catalog.load_model("deepseek-v3"), h100, 8, 512)  # 83.9 GB of weights per GPU > 72 GB
+
+
+def _trace(tmp_path):
+    import json
+
+    lines = []
+    for i in range(200):  # seven families of shared prefixes, 16-token blocks
+        ids = [1000 * (i % 7) + k for k in range(1 + (i * 5) % 6)] + [100_000 + i]
+        lines.append(json.dumps({"timestamp": i, "input_length": 16 * len(ids), "output_length": 4,
+                                 "hash_ids": ids}))
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_trace_node_capacity_row(tmp_path):
+    from kvcalc.model import catalog
+    from kvcalc.trace.node_cache import node_cache_tokens
+
+    path = _trace(tmp_path)
+    r = run_cli("trace", path, "-b", "16", "--model", "deepseek-v4-flash", "--hardware", "h200-sxm", "--gpus", "4",
+                "--format", "json")
+    assert r.code == 0, r.err
+    row = r.json()["results"][-1]
+    want = node_cache_tokens(catalog.load_model("deepseek-v4-flash"), catalog.load_hardware("h200-sxm"), 4, 16)
+    assert row["capacity"] == "4 x h200-sxm" and row["capacity_tokens"] == want
+    # the same capacity given in tokens replays identically
+    same = run_cli("trace", path, "-b", "16", "--capacity", str(want), "--format", "json").json()["results"][0]
+    assert same["token_hit_rate"] == row["token_hit_rate"]
+
+
+def test_trace_curve_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "curve.svg"
+    r = run_cli("trace", _trace(tmp_path), "-b", "16", "--curve", "--model", "llama-3-70b", "--hardware",
+                "h100-sxm", "--plot", str(out), "--format", "csv")
+    assert r.code == 0, r.err
+    data = out.read_text()
+    assert "<svg" in data and "8 x h100-sxm" in data and "token hit rate" in data and len(data) > 10_000
+
+
+def test_trace_plot_errors(tmp_path):
+    path = _trace(tmp_path)
+    assert_bad_input(run_cli("trace", path, "--plot", str(tmp_path / "c.png")), "--plot", "--curve")
+    assert_bad_input(run_cli("trace", path, "--hardware", "h100-sxm"), "--hardware", "--model")
+    assert_bad_input(run_cli("trace", path, "--curve", "--model", "deepseek-v3", "--hardware", "h100-sxm"),
+                     "--hardware", "no KV budget")

@@ -35,6 +35,13 @@ def trace(
     model: Annotated[Optional[str], typer.Option(
         "--model", "-m", help="model preset or TOML path: converts byte capacities to tokens via its KV bytes per "
         "block, and shows the bytes each capacity holds", show_default=False, rich_help_panel="KV layout")] = None,
+    hardware: Annotated[Optional[str], typer.Option(
+        "--hardware", help="with --model: add the node's KV budget (after the weights) as a capacity, marked on "
+        "the --plot chart", show_default=False, rich_help_panel=R)] = None,
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs in that node", rich_help_panel=R)] = 8,
+    plot: Annotated[Optional[str], typer.Option(
+        "--plot", help="with --curve: write the hit-rate curve to FILE.png | .svg | .html, the given capacities "
+        "marked (needs the extra: pip install 'kvcalc[plot]')", show_default=False, rich_help_panel="Output")] = None,
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
     mtp: MtpOpt = False, fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
@@ -57,10 +64,13 @@ def trace(
       kvcalc trace trace.jsonl --curve --curve-points 30 --model deepseek-v4-flash
 
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
+
+      kvcalc trace trace.jsonl --curve --model deepseek-v4-flash --hardware h100-sxm --gpus 8 --plot curve.png
     """
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.model import catalog
-    from kvcalc.out.units import MAX_BLOCK_TOKENS, check_positive
+    from kvcalc.out.errors import InputError
+    from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, check_positive
     from kvcalc.trace.report import (DEFAULT_CAPACITIES, DEFAULT_CURVE_POINTS, TraceInputs, parse_capacity_list,
                                      trace_result)
 
@@ -72,7 +82,29 @@ def trace(
     use_curve = curve or curve_points is not None
     specs = parse_capacity_list(capacity, "--capacity") if capacity is not None else (
         [] if use_curve else parse_capacity_list(DEFAULT_CAPACITIES))
+    path = None
+    if plot is not None:
+        from kvcalc.out.plot import check_plot_path
+
+        if not use_curve:
+            raise InputError("--plot: draws the hit-rate curve; add --curve")
+        path = check_plot_path(plot)
+    if hardware is not None:
+        if model is None:
+            raise InputError("--hardware: needs --model (the node's KV budget depends on the weights and KV layout)")
+        from kvcalc.trace.node_cache import node_cache_tokens
+        from kvcalc.trace.report import CapacitySpec
+
+        check_positive(gpus, "--gpus", limit=MAX_GPUS)
+        specs = [*specs, CapacitySpec(f"{gpus} x {catalog.name_of(hardware)}", tokens=node_cache_tokens(
+            catalog.load_model(model), catalog.load_hardware(hardware), gpus, block_tokens, opts))]
     inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,
                       curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad)
     loaded = (catalog.name_of(model), catalog.load_model(model)) if model else None
-    emit(trace_result(inp, loaded, opts), fmt, check, explain)
+    result = trace_result(inp, loaded, opts)
+    if path is not None:
+        from kvcalc.out.plot import write_curve
+
+        write_curve(path, result.rows, "capacity_tokens", "token_hit_rate", "capacity",
+                    result.main.title + (f"; {loaded[0]}" if loaded else ""))
+    emit(result, fmt, check, explain)

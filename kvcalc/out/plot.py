@@ -99,6 +99,10 @@ def write_plot(path: Path, rows, plan: ChartPlan, title: str) -> None:
     """Draw the plan's chart (heat map when it has a second x axis) into ``path`` (.png, .svg or .html)."""
     plt = _pyplot()
     fig = _heat(plt, rows, plan, title) if plan.x2 is not None else _lines(plt, rows, plan, title)
+    _save(plt, fig, path, title)
+
+
+def _save(plt, fig, path: Path, title: str) -> None:
     suffix = path.suffix.lower()
     try:
         if suffix == ".html":
@@ -114,6 +118,31 @@ def write_plot(path: Path, rows, plan: ChartPlan, title: str) -> None:
         raise InputError(f"--plot {path}: cannot write ({e.strerror})") from None
     finally:
         plt.close(fig)
+
+
+def write_curve(path: Path, rows, x: str, y: str, label: str, title: str) -> None:
+    """A hit-rate curve: ``y`` (a fraction) vs ``x`` (tokens, log axis) over every finite row; rows whose ``label``
+    is not "curve" (the capacities given, e.g. a node's KV budget) are marked with a dashed line and their value."""
+    import math
+
+    plt = _pyplot()
+    pts = sorted((r[x], r[y]) for r in rows if r.get(x) is not None and math.isfinite(r[x]) and r[x] > 0)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", markersize=3, label="LRU hit rate")
+    for i, r in enumerate(r for r in rows if r.get(label) != "curve" and r.get(x) is not None
+                          and math.isfinite(r[x]) and r[x] > 0):
+        colour = f"C{i + 1}"
+        ax.axvline(r[x], color=colour, linestyle="--", linewidth=1)
+        ax.plot([r[x]], [100 * r[y]], marker="D", color=colour,
+                label=f"{r[label]}: {r[x]:,.0f} tokens, {100 * r[y]:.1f}%")
+    ax.set_xscale("log")
+    ax.set_xlabel("cache capacity [tokens]")
+    ax.set_ylabel("token hit rate [%]")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.suptitle(_wrap(title), fontsize="medium")
+    fig.tight_layout()
+    _save(plt, fig, path, title)
 
 
 def _escape(text: str) -> str:
