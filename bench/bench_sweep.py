@@ -4,7 +4,8 @@
 
 Rows (best of 3 runs each):
 - "arrays": the closed form itself on numpy arrays (kv_arrays / capacity_arrays), presets resolved;
-- "engine": serve.sweep.evaluate_columns over 1,000,000 contexts (kv) and a 1,000 x 1,000 grid (capacity) (grid indices, preset loop, column assembly);
+- "engine": serve.sweep.evaluate_columns over 1,000,000 contexts (kv) and a 1,000 x 1,000 grid (capacity):
+  grid indices, preset loop, column assembly;
 - "scalar loop": the same function called once per point with Python ints (what a loop over the
   single-point path costs), timed over fewer points and reported per second.
 Targets (issue 13): >= 1e7 points/s for kv arrays; a 1,000,000-point kv or capacity grid in < 1 s.

@@ -363,3 +363,30 @@ def test_trace_plot_errors(tmp_path):
     assert_bad_input(run_cli("trace", path, "--hardware", "h100-sxm"), "--hardware", "--model")
     assert_bad_input(run_cli("trace", path, "--curve", "--model", "deepseek-v3", "--hardware", "h100-sxm"),
                      "--hardware", "no KV budget")
+
+
+def _run_on_tty(*args):
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from kvcalc.cli.app import main
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    with redirect_stdout(out), redirect_stderr(io.StringIO()):
+        with pytest.raises(SystemExit) as e:
+            main(list(args))
+    return e.value.code, out.getvalue()
+
+
+def test_terminal_chart_by_default_on_a_tty_with_one_numeric_axis():
+    code, out = _run_on_tty("sweep", "capacity", "--vary", "model=llama-3-70b,deepseek-v4-flash",
+                            "--vary", "context=1k..1m:log5")
+    assert code == 0 and "requests" in out and "context [tokens] (log)" in out and "  o deepseek-v4-flash" in out
+    # two numeric axes: no line chart unless asked for; --no-chart turns it off
+    code, out = _run_on_tty("sweep", "capacity", "--vary", "gpus=4,8", "--vary", "context=1k..1m:log5")
+    assert code == 0 and "(log)" not in out
+    code, out = _run_on_tty("sweep", "capacity", "--vary", "context=1k..1m:log5", "--no-chart")
+    assert code == 0 and "(log)" not in out

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvcalc.cli.common import CheckOpt, FormatOpt
+from kvcalc.out.sweep_spec import MAX_POINTS
 
 C = "Charts"
 
@@ -20,7 +21,7 @@ def sweep(
     fixed: Annotated[Optional[list[str]], typer.Option(
         "--set", help="NAME=VALUE held fixed (repeatable), e.g. --set gpus=8 --set hardware=h200-sxm",
         show_default=False)] = None,
-    max_points: Annotated[int, typer.Option("--max-points", help="refuse grids larger than this")] = 10**7,
+    max_points: Annotated[int, typer.Option("--max-points", help="refuse grids larger than this")] = MAX_POINTS,
     y: Annotated[Optional[list[str]], typer.Option(
         "--y", help="output field to chart (repeatable; default per target, e.g. max_requests)",
         show_default=False, rich_help_panel=C)] = None,
@@ -36,13 +37,15 @@ def sweep(
 ):
     """Evaluate kv, capacity, cost or compare over a grid of inputs: one row per point, varied inputs first.
 
-    Every row equals the single-point command with the same inputs. kv and capacity are vectorised (a
-    million points take well under a second); cost and compare run point by point.
+    Every row equals the single-point command with the same inputs; kv and capacity are vectorised.
 
-    Inputs: kv: model, context, kv-dtype, mla-layout, indexer-dtype, mtp. capacity: those and hardware, link, gpus,
-    hbm-utilization, reserve, block-tokens, attention, bandwidth. cost/compare: scenario, model, hardware, gpus,
-    workload, price-per-gpu-hour, mfu-prefill, decode-tokens-per-s, warm, attention-flops, pd-link, requests,
-    context, output-tokens, shared-prefix, the layouts (cost: strategy).
+    kv inputs: model, context, kv-dtype, mla-layout, indexer-dtype, mtp.
+
+    capacity: those and hardware, link, gpus, hbm-utilization, reserve, block-tokens, attention, bandwidth.
+
+    cost, compare: scenario, model, hardware, gpus, workload, requests, context, output-tokens, shared-prefix,
+
+    and price-per-gpu-hour, mfu-prefill, decode-tokens-per-s, warm, attention-flops, pd-link, layouts; cost: strategy.
 
     Examples:
 
@@ -50,7 +53,7 @@ def sweep(
 
       kvcalc sweep capacity --vary model=deepseek-v3,deepseek-v4-flash --vary context=4k..1m:log12 --plot fit.png
 
-      kvcalc sweep compare --set requests=100 --set context=8k --vary shared-prefix=0..6k:step1k --y usd_per_mtok_blended
+      kvcalc sweep compare --set requests=100 --set context=8k --vary shared-prefix=0..6k:step1k --y ttft_mean_s
     """
     import sys
 

@@ -111,7 +111,8 @@ def _fmt(col: Column, v: float) -> str:
     from kvcalc.out.render import format_value
 
     kind = "count" if col.kind in ("fit", "int", "round") else "float" if col.kind in ("text", "bool") else col.kind
-    if kind in ("count", "tokens"):  # a tick on a log axis lands beside the whole number (10 ** log10(1024) = 1023.99...)
+    # a tick on a log axis lands beside the whole number: 10 ** log10(1024) = 1023.99...
+    if kind in ("count", "tokens"):
         v = round(v) if abs(v - round(v)) <= 1e-9 * abs(v) else float(f"{v:.4g}")
     return format_value(Column(col.key, col.title, kind), {col.key: v})
 
