@@ -14,11 +14,13 @@ from conftest import assert_bad_input, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kvcalc.model import catalog
 from kvcalc.out.errors import InputError
 from kvcalc.serve import sweep as sw
 
 GOLDEN = Path(__file__).parent / "golden"
-MODELS = ["mha-96l-64h", "llama-3-70b", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro"]
+# every shipped model: each layer kind (GQA, sliding, chunked, MLA, DSA, CSA/HCA, linear, Mamba) goes through the grid
+MODELS = catalog.names("models")
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +115,6 @@ def test_capacity_by_hand():
 
 def _capacity_single(model, ctx, gpus, util, hw="h100-sxm"):
     from kvcalc.memory.capacity import CapacityInputs, capacity_result
-    from kvcalc.model import catalog
 
     h = catalog.load_hardware(hw)
     inp = CapacityInputs(gpus=gpus, context_tokens=ctx, hbm_utilization=util)
@@ -145,7 +146,6 @@ def test_capacity_sweep_points_equal_single_points(models, contexts, gpus, utils
        contexts=st.lists(st.integers(1, 2**22), min_size=1, max_size=5),
        dtype=st.sampled_from([None, "fp8", "bf16"]))
 def test_kv_sweep_points_equal_single_points(models, contexts, dtype):
-    from kvcalc.model import catalog
     from kvcalc.model.attention import KvOptions
     from kvcalc.model.kv import kv_result
 
@@ -205,7 +205,6 @@ def test_rows_follow_the_axes_as_given():
 def test_vectorised_kv_and_capacity_equal_a_scalar_loop():
     from kvcalc.memory.capacity import capacity_arrays
     from kvcalc.model import attention as att
-    from kvcalc.model import catalog
     from kvcalc.model.kv import kv_arrays
 
     tokens = np.array([1, 127, 128, 129, 4096, 65537, 1_048_576], dtype=np.int64)
@@ -303,7 +302,6 @@ def test_parse_value_bounds():
 # ------------------------------------------------------------------ trace curve with the node marked
 
 def test_node_cache_tokens_by_hand():
-    from kvcalc.model import catalog
     from kvcalc.trace.node_cache import node_cache_tokens
 
     h100 = catalog.load_hardware("h100-sxm")
@@ -332,7 +330,6 @@ def _trace(tmp_path):
 
 
 def test_trace_node_capacity_row(tmp_path):
-    from kvcalc.model import catalog
     from kvcalc.trace.node_cache import node_cache_tokens
 
     path = _trace(tmp_path)

@@ -39,7 +39,7 @@ def sweep(
 
     Every row equals the single-point command with the same inputs; kv and capacity are vectorised.
 
-    kv inputs: model, context, kv-dtype, mla-layout, indexer-dtype, mtp.
+    kv inputs: model, context, kv-dtype, mla-layout, indexer-dtype, state-dtype, mtp.
 
     capacity: those and hardware, link, gpus, hbm-utilization, reserve, block-tokens, attention, bandwidth.
 

@@ -14,8 +14,9 @@ import difflib
 import itertools
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, get_args
 
+from kvcalc.model.schema import IndexerDtype, KvDtype, MlaLayout, StateDtype
 from kvcalc.out import units
 from kvcalc.out.errors import InputError
 from kvcalc.out.sweep_spec import MAX_POINTS, AxisValues, check_grid, parse_axis
@@ -43,8 +44,8 @@ def _choice(*values):
     return AxisDef("choice", choices=values)
 
 
-_LAYOUT = {"kv-dtype": _choice("fp32", "bf16", "fp16", "fp8", "int8", "int4"),
-           "mla-layout": _choice("bf16", "fp8", "fp8-flashmla"), "indexer-dtype": _choice("fp4", "fp8"),
+_LAYOUT = {"kv-dtype": _choice(*get_args(KvDtype)), "mla-layout": _choice(*get_args(MlaLayout)),
+           "indexer-dtype": _choice(*get_args(IndexerDtype)), "state-dtype": _choice(*get_args(StateDtype)),
            "mtp": _choice("off", "on")}
 _MODEL = AxisDef("preset", choices=("models",))
 _CONTEXT = AxisDef("tokens", "tokens", vector=True)
@@ -115,7 +116,8 @@ def parse_value(d: AxisDef, text: str, what: str):
         return text
     from kvcalc.model import catalog
 
-    catalog.load(d.choices[0], text)  # PresetNotFound lists close matches
+    # PresetNotFound lists close matches; a model may also be a config.json, as wherever a model is taken
+    catalog.load_model(text) if d.choices[0] == "models" else catalog.load(d.choices[0], text)
     return text
 
 
@@ -172,7 +174,7 @@ def _kv_options(s: dict):
     from kvcalc.model.attention import KvOptions
 
     return KvOptions(kv_dtype=s.get("kv-dtype"), mla_layout=s.get("mla-layout"),
-                     indexer_dtype=s.get("indexer-dtype"), mtp=s.get("mtp") == "on")
+                     indexer_dtype=s.get("indexer-dtype"), mtp=s.get("mtp") == "on", state_dtype=s.get("state-dtype"))
 
 
 def kv_point(s: dict, vec: dict) -> dict:
