@@ -297,6 +297,9 @@ def test_parse_value_bounds():
     with pytest.raises(InputError, match="--set gpus"):
         sw.parse_fixed("capacity", ["gpus=2000000"], [])
     assert sw.parse_fixed("capacity", ["reserve=4GiB"], []) == {"reserve": 4 * 2**30}
+    assert values("capacity", "reserve=0GB,0,2GB") == [0.0, 0.0, 2e9]
+    with pytest.raises(InputError, match="--vary reserve"):
+        axes("capacity", "reserve=4")  # bytes need a unit
 
 
 # ------------------------------------------------------------------ trace curve with the node marked

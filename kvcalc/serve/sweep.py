@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Optional, get_args
@@ -109,7 +110,9 @@ def parse_value(d: AxisDef, text: str, what: str):
     if d.kind == "fraction":
         return units.parse_fraction(text, what)
     if d.kind == "bytes":
-        return 0.0 if d.zero_ok and text.strip() in ("0", "0B") else units.parse_bytes(text, what)
+        if d.zero_ok and re.fullmatch(r"\s*0*\.?0*\s*[kmgt]?i?b?\s*", text, re.IGNORECASE):
+            return 0.0  # a zero reserve, in any unit
+        return units.parse_bytes(text, what)
     if d.kind == "choice":
         if text not in d.choices:
             raise InputError(f"{what}: {text!r} is not one of {', '.join(d.choices)}")
@@ -322,7 +325,7 @@ def sweep_result(target: str, axes: list[AxisValues], fixed: dict):
     shown = {k: _shown(defs[k], v) for k, v in (DEFAULTS[target] | fixed).items() if k not in {a.name for a in axes}}
     inputs = {"target": target, "axes": {a.name: [_shown(defs[a.name], v) for v in
                                                   (a.values.tolist() if a.numeric else a.values)] for a in axes},
-              "fixed": shown, "points": check_grid(axes, 10**18)}
+              "fixed": shown, "points": math.prod(len(a) for a in axes)}
     for k in ("model", "hardware", "gpus"):  # name what the scenario chose when the user did not
         same = {r.get(k) for r in rows}
         if k not in shown and k not in {a.name for a in axes} and len(same) == 1 and None not in same:
