@@ -390,3 +390,38 @@ def test_terminal_chart_by_default_on_a_tty_with_one_numeric_axis():
     assert code == 0 and "(log)" not in out
     code, out = _run_on_tty("sweep", "capacity", "--vary", "context=1k..1m:log5", "--no-chart")
     assert code == 0 and "(log)" not in out
+
+
+# ------------------------------------------------------------------ sweep trace
+
+def test_trace_sweep_points_equal_single_runs(tmp_path):
+    path = _trace(tmp_path)
+    r = run_cli("sweep", "trace", "--set", f"file={path}", "--set", "block-tokens=16", "--vary", "policy=lru,fifo",
+                "--vary", "capacity=32,160,1k", "--format", "json")
+    assert r.code == 0, r.err
+    rows = r.json()["results"]
+    it = iter(rows)
+    for policy in ("lru", "fifo"):
+        for cap in (32, 160, 1000):  # capacities are decimal: 1k = 1,000 tokens
+            single = run_cli("trace", path, "-b", "16", "--policy", policy, "--capacity", str(cap),
+                             "--format", "json").json()["results"][0]
+            row = next(it)
+            assert (row["policy"], row["capacity"]) == (policy, str(cap))
+            assert {k: row[k] for k in single} == single
+    # the node's KV budget as the capacity, as `kvcalc trace --model M --hardware H --gpus N` adds it
+    r = run_cli("sweep", "trace", "--set", f"file={path}", "--set", "block-tokens=16", "--set", "model=llama-3-70b",
+                "--vary", "gpus=2,8", "--set", "hardware=h100-sxm", "--format", "json")
+    for row, gpus in zip(r.json()["results"], (2, 8)):
+        single = run_cli("trace", path, "-b", "16", "--model", "llama-3-70b", "--hardware", "h100-sxm", "--gpus",
+                         str(gpus), "--format", "json").json()["results"][-1]
+        assert {k: row[k] for k in single} == single
+
+
+def test_trace_sweep_bad_input(tmp_path):
+    path = _trace(tmp_path)
+    assert_bad_input(run_cli("sweep", "trace", "--vary", "capacity=1k,2k"), "sweep trace", "file")
+    assert_bad_input(run_cli("sweep", "trace", "--set", f"file={path}", "--vary", "policy=lru,fifo"), "capacity")
+    assert_bad_input(run_cli("sweep", "trace", "--set", "file=nope.jsonl", "--vary", "capacity=1k"),
+                     "--set file", "no such file")
+    assert_bad_input(run_cli("sweep", "trace", "--set", f"file={path}", "--set", "hardware=h100-sxm",
+                             "--vary", "capacity=1k"), "hardware", "model")

@@ -13,7 +13,7 @@ C = "Charts"
 
 
 def sweep(
-    target: Annotated[str, typer.Argument(help="kv | capacity | cost | compare", show_default=False)],
+    target: Annotated[str, typer.Argument(help="kv | capacity | cost | compare | trace", show_default=False)],
     vary: Annotated[Optional[list[str]], typer.Option(
         "--vary", "-v", help="NAME=SPEC (repeatable; the grid is their product, first axis slowest). SPEC: a list "
         "4k,32k,128k | a range 1k..1m:log20, 1k..64k:step4k, 0.5..0.9:lin5 | presets h100-sxm,h200-sxm",
@@ -35,7 +35,7 @@ def sweep(
         "two numeric axes make a heat map", show_default=False, rich_help_panel=C)] = None,
     fmt: FormatOpt = "table", check: CheckOpt = None,
 ):
-    """Evaluate kv, capacity, cost or compare over a grid of inputs: one row per point, varied inputs first.
+    """Evaluate kv, capacity, cost, compare or a trace replay over a grid of inputs: one row per point, varied inputs first.
 
     Every row equals the single-point command with the same inputs; kv and capacity are vectorised.
 
@@ -46,6 +46,10 @@ def sweep(
     cost, compare: scenario, model, hardware, gpus, workload, requests, context, output-tokens, shared-prefix,
 
     and price-per-gpu-hour, mfu-prefill, decode-tokens-per-s, warm, attention-flops, pd-link, layouts; cost: strategy.
+
+    trace: file, capacity (3m = 3,000,000 tokens), block-tokens, policy, model, hardware and gpus (the node's KV
+
+    budget as the capacity), the layouts.
 
     Examples:
 
@@ -71,6 +75,8 @@ def sweep(
         path = check_plot_path(plot)
     if chart and fmt != "table":
         raise InputError("--chart: only with --format table (JSON/CSV stay machine-readable); use --plot FILE")
+    if target == "trace":
+        import kvcalc.trace.sweep  # noqa: F401  (registers the trace target)
     axes = sw.parse_axes(target, vary or [], max_points)
     settings = sw.parse_fixed(target, fixed or [], axes)
     result = sw.sweep_result(target, axes, settings)

@@ -42,9 +42,9 @@ def kind_of_key(key: str) -> str:
     return "usd" if key.startswith("usd") or key.endswith("_usd") else "float"
 
 
-def axis_label(col: Column) -> str:
-    """A column's title with its unit, e.g. ``KV/request [B]``."""
-    unit = UNIT_OF_KIND.get(col.kind)
+def axis_label(col: Column, ticks_in_percent: bool = False) -> str:
+    """A column's title with its unit, e.g. ``KV/request [B]`` (a fraction is ``[%]`` where ticks show percents)."""
+    unit = "%" if ticks_in_percent and col.kind == "percent" else UNIT_OF_KIND.get(col.kind)
     return f"{col.title} [{unit}]" if unit else col.title
 
 
@@ -154,7 +154,7 @@ def line_chart(data: list[tuple[str, list[float], list[float]]], x: Column, y: C
         for cx, cy in pts:
             grid[cy][cx] = mark
     lines = [title] if title else []
-    lines.append(f"{axis_label(y)}" + (" (log)" if logy else ""))
+    lines.append(axis_label(y, ticks_in_percent=True) + (" (log)" if logy else ""))
     for r, row in enumerate(grid):
         lab = labels[0] if r == 0 else labels[1] if r == height // 2 else labels[2] if r == height - 1 else ""
         lines.append(f"{lab:>{pad}} |" + "".join(row).rstrip())
@@ -164,7 +164,7 @@ def line_chart(data: list[tuple[str, list[float], list[float]]], x: Column, y: C
     for pos, s in ((0, xl[0]), ((plot_w - len(xl[1])) // 2, xl[1]), (plot_w - len(xl[2]), xl[2])):
         axis[pos + 2: pos + 2 + len(s)] = s
     lines.append(" " * pad + "".join(axis).rstrip())
-    lines.append(" " * pad + "  " + axis_label(x) + (" (log)" if logx else ""))
+    lines.append(" " * pad + "  " + axis_label(x, ticks_in_percent=True) + (" (log)" if logx else ""))
     if len(data) > 1 or data[0][0] != y.title:
         lines += [f"  {MARKERS[i % len(MARKERS)]} {label}" for i, (label, _, _) in enumerate(data)]
     return "\n".join(lines) + "\n"

@@ -22,14 +22,14 @@ from kvcalc.out import units
 from kvcalc.out.errors import InputError
 from kvcalc.out.sweep_spec import MAX_POINTS, AxisValues, check_grid, parse_axis
 
-TARGETS = ("kv", "capacity", "cost", "compare")
+TARGETS = ("kv", "capacity", "cost", "compare", "trace")  # trace: registered by kvcalc.trace.sweep
 
 
 @dataclass(frozen=True)
 class AxisDef:
     """An input a sweep can vary or fix: how its values are read and shown."""
 
-    kind: str                    # tokens | int | fraction | bytes | float | choice | preset
+    kind: str                    # tokens | captokens | int | fraction | bytes | float | choice | preset | path
     column_kind: str = "text"    # render kind of its column (results.py)
     choices: tuple = ()          # allowed values (choice) or the preset kind (preset: ("models",))
     vector: bool = False         # evaluated as a numpy array inside one call (kv, capacity)
@@ -38,39 +38,40 @@ class AxisDef:
 
     @property
     def numeric(self) -> bool:
-        return self.kind not in ("choice", "preset")
+        return self.kind not in ("choice", "preset", "path")
 
 
-def _choice(*values):
+def choice(*values) -> AxisDef:
+    """An axis of named choices."""
     return AxisDef("choice", choices=values)
 
 
-_LAYOUT = {"kv-dtype": _choice(*get_args(KvDtype)), "mla-layout": _choice(*get_args(MlaLayout)),
-           "indexer-dtype": _choice(*get_args(IndexerDtype)), "state-dtype": _choice(*get_args(StateDtype)),
-           "mtp": _choice("off", "on")}
-_MODEL = AxisDef("preset", choices=("models",))
+LAYOUT_AXES = {"kv-dtype": choice(*get_args(KvDtype)), "mla-layout": choice(*get_args(MlaLayout)),
+           "indexer-dtype": choice(*get_args(IndexerDtype)), "state-dtype": choice(*get_args(StateDtype)),
+           "mtp": choice("off", "on")}
+MODEL_AXIS = AxisDef("preset", choices=("models",))
 _CONTEXT = AxisDef("tokens", "tokens", vector=True)
 _SCENARIO_AXES = {
-    "scenario": AxisDef("preset", choices=("scenarios",)), "model": _MODEL,
+    "scenario": AxisDef("preset", choices=("scenarios",)), "model": MODEL_AXIS,
     "hardware": AxisDef("preset", choices=("hardware",)), "gpus": AxisDef("int", "int", limit=units.MAX_GPUS),
     "workload": AxisDef("preset", choices=("workloads",)), "price-per-gpu-hour": AxisDef("float", "usd"),
     "mfu-prefill": AxisDef("fraction", "percent"), "decode-tokens-per-s": AxisDef("float", "tokens_per_s"),
-    "warm": _choice("cold", "warm"), "attention-flops": _choice("on", "off"),
+    "warm": choice("cold", "warm"), "attention-flops": choice("on", "off"),
     "pd-link": AxisDef("preset", choices=("links",)),
     "requests": AxisDef("int", "int", limit=units.MAX_REQUESTS), "context": AxisDef("tokens", "tokens"),
     "output-tokens": AxisDef("int", "tokens", zero_ok=True, limit=units.MAX_REQUESTS),
-    "shared-prefix": AxisDef("tokens", "tokens", zero_ok=True), **_LAYOUT}
+    "shared-prefix": AxisDef("tokens", "tokens", zero_ok=True), **LAYOUT_AXES}
 AXES: dict[str, dict[str, AxisDef]] = {
-    "kv": {"model": _MODEL, "context": _CONTEXT, **_LAYOUT},
+    "kv": {"model": MODEL_AXIS, "context": _CONTEXT, **LAYOUT_AXES},
     "capacity": {
-        "model": _MODEL, "hardware": AxisDef("preset", choices=("hardware",)),
+        "model": MODEL_AXIS, "hardware": AxisDef("preset", choices=("hardware",)),
         "link": AxisDef("preset", choices=("links",)), "context": _CONTEXT,
         "gpus": AxisDef("int", "int", vector=True, limit=units.MAX_GPUS),
         "hbm-utilization": AxisDef("fraction", "percent", vector=True),
         "reserve": AxisDef("bytes", "bytes", vector=True, zero_ok=True),
         "block-tokens": AxisDef("int", "int", limit=units.MAX_BLOCK_TOKENS),
-        "attention": _choice("tp", "dp"), "bandwidth": _choice("measured", "theoretical"), **_LAYOUT},
-    "cost": {"strategy": _choice("lru", "prefix-tree"), **_SCENARIO_AXES},
+        "attention": choice("tp", "dp"), "bandwidth": choice("measured", "theoretical"), **LAYOUT_AXES},
+    "cost": {"strategy": choice("lru", "prefix-tree"), **_SCENARIO_AXES},
     "compare": _SCENARIO_AXES,
 }
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -100,6 +101,14 @@ def parse_value(d: AxisDef, text: str, what: str):
     """One value of an axis from text, bounded like the single-point command's option (InputError naming it)."""
     if d.kind == "tokens":
         return units.parse_tokens(text, what, allow_zero=d.zero_ok)
+    if d.kind == "captokens":  # cache capacities: decimal, 3m = 3,000,000
+        return units.parse_token_capacity(text, what)
+    if d.kind == "path":
+        from pathlib import Path
+
+        if not Path(text).expanduser().is_file():
+            raise InputError(f"{what}: no such file: {text}")
+        return text
     if d.kind in ("int", "float"):
         pattern = r"[0-9]+" if d.kind == "int" else r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
         if not re.fullmatch(pattern, text.strip()):
@@ -130,6 +139,8 @@ def parse_axes(target: str, specs: list[str], max_points: int = MAX_POINTS) -> l
 
     if target not in TARGETS:
         raise InputError(f"sweep: target {target!r} is not one of {', '.join(TARGETS)}")
+    if target not in AXES:
+        raise InputError(f"sweep {target}: not registered (import kvcalc.trace.sweep first)")
     axes, seen = [], set()
     for text in specs:
         name, spec = split_assignment(text, "--vary")
@@ -138,7 +149,7 @@ def parse_axes(target: str, specs: list[str], max_points: int = MAX_POINTS) -> l
             raise InputError(f"--vary {name}: given twice; list every value in one --vary")
         seen.add(name)
         axes.append(parse_axis(name, spec, lambda t, d=d, n=name: parse_value(d, t, f"--vary {n}"), d.numeric,
-                               integer=d.kind in ("tokens", "int"), max_points=max_points))
+                               integer=d.kind in ("tokens", "captokens", "int"), max_points=max_points))
     if not axes:
         raise InputError("sweep: give at least one --vary NAME=SPEC, e.g. --vary context=1k..1m:log20")
     check_grid(axes, max_points)
@@ -173,7 +184,8 @@ def _shown(d: AxisDef, v):
     return v
 
 
-def _kv_options(s: dict):
+def kv_options_of(s: dict):
+    """The layout choices among a point's settings -> KvOptions."""
     from kvcalc.model.attention import KvOptions
 
     return KvOptions(kv_dtype=s.get("kv-dtype"), mla_layout=s.get("mla-layout"),
@@ -187,7 +199,7 @@ def kv_point(s: dict, vec: dict) -> dict:
     from kvcalc.model.kv import kv_arrays
 
     tokens = vec.get("context", s["context"])
-    groups = att.resolve_groups(catalog.load_model(s["model"]), _kv_options(s))
+    groups = att.resolve_groups(catalog.load_model(s["model"]), kv_options_of(s))
     return {"model": catalog.name_of(s["model"]), "context_tokens": tokens} | kv_arrays(groups, tokens)
 
 
@@ -200,7 +212,7 @@ def capacity_point(s: dict, vec: dict) -> dict:
     model, hw = catalog.load_model(s["model"]), catalog.load_hardware(s["hardware"])
     link_ref = s.get("link") or hw.host_link
     inp = CapacityInputs(attention=s["attention"], block_tokens=s["block-tokens"], bandwidth=s["bandwidth"])
-    groups = att.resolve_groups(model, _kv_options(s))
+    groups = att.resolve_groups(model, kv_options_of(s))
     v = {k: vec.get(k, s[k]) for k in ("context", "gpus", "hbm-utilization", "reserve")}
     parts = capacity_static(catalog.name_of(s["model"]), model, groups, catalog.name_of(s["hardware"]), hw,
                             catalog.name_of(link_ref), catalog.load_link(link_ref), inp) | capacity_arrays(
@@ -228,13 +240,21 @@ def scenario_rows(target: str, s: dict) -> list[dict]:
                   mfu_prefill=s.get("mfu-prefill"), decode_tokens_per_s=s.get("decode-tokens-per-s"),
                   warm=None if "warm" not in s else s["warm"] == "warm",
                   attention_flops=None if "attention-flops" not in s else s["attention-flops"] == "on",
-                  kv_options=_kv_options(s), pd_link=s.get("pd-link"))
+                  kv_options=kv_options_of(s), pd_link=s.get("pd-link"))
     inp = resolve(s["scenario"], o)
     result = cost_result(inp, s["strategy"]) if target == "cost" else compare_result(inp)
     return list(result.rows)
 
 
+# target -> (axis settings of every point, in order) -> each point's rows; targets above serve register here
+POINT_BATCHES: dict[str, Any] = {}
+# target -> the columns (key, title, kind) its rows show, for targets registered from above serve
+COLUMNS: dict[str, tuple] = {}
+
+
 def _columns_of(target: str):
+    if target in COLUMNS:
+        return COLUMNS[target]
     if target == "kv":
         from kvcalc.model.kv import KV_COLUMNS as cols
     elif target == "capacity":
@@ -302,15 +322,16 @@ def sweep_rows(target: str, axes: list[AxisValues], fixed: dict) -> list[dict]:
         body = _as_rows(evaluate_columns(target, axes, fixed), n)
         return [h | b for h, b in zip(heads, body)]
     base = DEFAULTS[target] | fixed
-    out = []
-    for p, h in enumerate(heads):
+    settings = []
+    for p in range(n):
         s = dict(base)
         for i, a in enumerate(axes):
             s[a.name] = a.values[idx[i][p]]
             if a.numeric:
                 s[a.name] = s[a.name].item()
-        out.extend(h | r for r in scenario_rows(target, s))
-    return out
+        settings.append(s)
+    batch = POINT_BATCHES.get(target) or (lambda ss: [scenario_rows(target, s) for s in ss])
+    return [h | r for h, rows in zip(heads, batch(settings)) for r in rows]
 
 
 def sweep_result(target: str, axes: list[AxisValues], fixed: dict):

@@ -1,0 +1,78 @@
+"""``kvcalc sweep trace``: a request trace's prefix-cache hit rate over a grid of capacities, block sizes,
+policies, models and nodes. Importing this module registers the ``trace`` target with :mod:`kvcalc.serve.sweep`.
+
+Each point's row is the ``kvcalc trace FILE --capacity C -b B --policy P [--model M]`` row for that capacity; with
+``hardware`` (and ``model``) the capacity is the node's KV budget after the weights, as ``kvcalc trace --model M
+--hardware H --gpus N`` adds it (:mod:`kvcalc.trace.node_cache`). Points that share a file, block size, policy,
+model and layout are replayed together in one pass over the trace (``trace_result`` with all their capacities).
+"""
+
+from __future__ import annotations
+
+from kvcalc.out.errors import InputError
+from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS
+from kvcalc.serve import sweep as sw
+
+AXES = {
+    "file": sw.AxisDef("path"), "capacity": sw.AxisDef("captokens", "tokens"),
+    "block-tokens": sw.AxisDef("int", "int", limit=MAX_BLOCK_TOKENS), "policy": sw.choice("lru", "fifo"),
+    "model": sw.MODEL_AXIS, "hardware": sw.AxisDef("preset", choices=("hardware",)),
+    "gpus": sw.AxisDef("int", "int", limit=MAX_GPUS), **sw.LAYOUT_AXES,
+}
+DEFAULTS = {"block-tokens": 512, "policy": "lru", "gpus": 8}
+
+
+def _spec(s: dict, opts):
+    from kvcalc.model import catalog
+    from kvcalc.trace.node_cache import node_cache_tokens
+    from kvcalc.trace.report import CapacitySpec
+
+    if "hardware" in s:
+        if "model" not in s:
+            raise InputError("sweep trace: hardware needs a model (--set model=... or --vary model=...)")
+        if "capacity" in s:
+            raise InputError("sweep trace: give capacity or hardware (the node's KV budget), not both")
+        tokens = node_cache_tokens(catalog.load_model(s["model"]), catalog.load_hardware(s["hardware"]), s["gpus"],
+                                   s["block-tokens"], opts)
+        return CapacitySpec(f"{s['gpus']} x {catalog.name_of(s['hardware'])}", tokens=tokens)
+    if "capacity" not in s:
+        raise InputError("sweep trace: vary or set capacity (tokens, 3m = 3,000,000), or hardware with a model")
+    return CapacitySpec(str(s["capacity"]), tokens=s["capacity"])
+
+
+def trace_points(settings: list[dict]) -> list[list[dict]]:
+    """Each point's ``kvcalc trace`` row (one per point), replaying each distinct trace set-up once."""
+    from kvcalc.model import catalog
+    from kvcalc.trace.report import TraceInputs, trace_result
+
+    groups: dict[tuple, list[int]] = {}
+    for p, s in enumerate(settings):
+        if "file" not in s:
+            raise InputError("sweep trace: give the trace with --set file=PATH (or --vary file=A,B)")
+        key = (s["file"], s["block-tokens"], s["policy"], s.get("model"),
+               *(s.get(k) for k in sw.LAYOUT_AXES))
+        groups.setdefault(key, []).append(p)
+    out: list[list[dict]] = [[] for _ in settings]
+    for points in groups.values():
+        s = settings[points[0]]
+        opts = sw.kv_options_of(s)
+        specs = tuple(_spec(settings[p], opts) for p in points)
+        model = (catalog.name_of(s["model"]), catalog.load_model(s["model"])) if "model" in s else None
+        rows = trace_result(TraceInputs(path=s["file"], capacities=specs, block_tokens=s["block-tokens"],
+                                        policy=s["policy"]), model, opts).rows
+        for p, row in zip(points, rows):
+            out[p] = [row]
+    return out
+
+
+def _register() -> None:
+    from kvcalc.trace.report import BYTES_COLUMN, MAIN_COLUMNS
+
+    sw.AXES["trace"] = AXES
+    sw.DEFAULTS["trace"] = DEFAULTS
+    sw.DEFAULT_Y["trace"] = "token_hit_rate"
+    sw.POINT_BATCHES["trace"] = trace_points
+    sw.COLUMNS["trace"] = tuple((c.key, c.title, c.kind) for c in (*MAIN_COLUMNS, BYTES_COLUMN))
+
+
+_register()
