@@ -107,7 +107,8 @@ def use_log(values) -> bool:
     return bool(vals) and min(vals) > 0 and max(vals) / min(vals) > 100
 
 
-def _fmt(col: Column, v: float) -> str:
+def tick_text(col: Column, v: float) -> str:
+    """A value as an axis tick or cell label, in the column's unit (whole numbers where a count lands beside one)."""
     from kvcalc.out.render import format_value
 
     kind = "count" if col.kind in ("fit", "int", "round") else "float" if col.kind in ("text", "bool") else col.kind
@@ -134,7 +135,7 @@ def line_chart(data: list[tuple[str, list[float], list[float]]], x: Column, y: C
         y0, y1 = y0 - 1, y1 + 1
     if x0 == x1:
         x0, x1 = x0 - 1, x1 + 1
-    labels = [_fmt(y, v if not logy else 10 ** v) for v in (y1, (y0 + y1) / 2, y0)]
+    labels = [tick_text(y, v if not logy else 10 ** v) for v in (y1, (y0 + y1) / 2, y0)]
     pad = max(len(s) for s in labels)
     plot_w = max(10, width - pad - 3)
     grid = [[" "] * plot_w for _ in range(height)]
@@ -159,7 +160,7 @@ def line_chart(data: list[tuple[str, list[float], list[float]]], x: Column, y: C
         lab = labels[0] if r == 0 else labels[1] if r == height // 2 else labels[2] if r == height - 1 else ""
         lines.append(f"{lab:>{pad}} |" + "".join(row).rstrip())
     lines.append(" " * pad + " +" + "-" * plot_w)
-    xl = [_fmt(x, v if not logx else 10 ** v) for v in (x0, (x0 + x1) / 2, x1)]
+    xl = [tick_text(x, v if not logx else 10 ** v) for v in (x0, (x0 + x1) / 2, x1)]
     axis = list(" " * (plot_w + 2))
     for pos, s in ((0, xl[0]), ((plot_w - len(xl[1])) // 2, xl[1]), (plot_w - len(xl[2]), xl[2])):
         axis[pos + 2: pos + 2 + len(s)] = s

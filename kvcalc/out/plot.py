@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from kvcalc.out.chart_text import ChartPlan, axis_label, series, use_log
+from kvcalc.out.chart_text import ChartPlan, axis_label, series, tick_text, use_log
 from kvcalc.out.errors import InputError
 
 FORMATS = (".png", ".svg", ".html")
@@ -89,6 +89,11 @@ def _heat(plt, rows, plan: ChartPlan, title: str):
         ax.set_xlabel(axis_label(plan.x))
         ax.set_ylabel(axis_label(plan.x2))
         ax.set_title(", ".join(str(k) for k in key), fontsize="small")
+        if z.size <= 64:  # small grids: the value in each cell
+            for (i, j), v in np.ndenumerate(z):
+                if not np.isnan(v):
+                    ax.text(j + 0.5, i + 0.5, tick_text(y, v), ha="center", va="center", fontsize="x-small",
+                            color="white" if v < np.nanmean(z) else "black")
         fig.colorbar(mesh, ax=ax, label=axis_label(y))
     fig.suptitle(_wrap(title), fontsize="medium")
     fig.tight_layout()
