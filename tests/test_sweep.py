@@ -51,6 +51,8 @@ def test_list_and_ranges_expand_as_documented():
     # lin5 over a fraction: 0.5, 0.6, ..., 0.9
     assert values("capacity", "hbm-utilization=0.5..0.9:lin5") == pytest.approx([0.5, 0.6, 0.7, 0.8, 0.9])
     assert values("capacity", "hardware=h200-sxm,h100-sxm") == ["h200-sxm", "h100-sxm"]
+    # a float step never steps past the end (0.1 x 10 would be 1.0000000000000002, outside (0, 1])
+    assert values("capacity", "hbm-utilization=0.1..1:step0.1")[-1] == 1.0
     # log points on an integer axis are rounded and repeats dropped: geomspace(1, 4, 5) = 1, 1.41, 2, 2.83, 4
     assert values("capacity", "gpus=1..4:log5") == [1, 2, 3, 4]
 

@@ -80,7 +80,7 @@ def _range(name: str, spec: str, what: str, parse: Callable[[str], float], integ
             raise InputError(f"{what}: step of zero in {spec!r}")
         n = math.floor((hi - lo) / step * (1 + 1e-12)) + 1
         _limit(n, f"{what} {spec!r}", max_points)
-        values = lo + np.arange(n) * step
+        values = np.minimum(lo + np.arange(n) * step, hi)  # 0.1..1:step0.1 ends at 1, not 1.0000000000000002
     else:
         n = _count(arg, what)
         _limit(n, f"{what} {spec!r}", max_points)
