@@ -427,3 +427,12 @@ def test_trace_sweep_bad_input(tmp_path):
                      "--set file", "no such file")
     assert_bad_input(run_cli("sweep", "trace", "--set", f"file={path}", "--set", "hardware=h100-sxm",
                              "--vary", "capacity=1k"), "hardware", "model")
+
+
+def test_chart_follows_the_table_when_a_check_fails_and_not_on_bad_input():
+    # V4 Flash: 29,814,784 B at 4,096 tokens passes < 3e7; 44,209,152 B at 8,192 fails
+    r = run_cli("sweep", "kv", "--vary", "context=4k,8k", "--chart", "--check", "kv_bytes_per_request < 3e7")
+    assert r.code == 1 and "context [tokens]" in r.out and "44209152" in r.err
+    r = run_cli("sweep", "kv", "--vary", "context=4k,8k", "--chart", "--check", "bogus")
+    assert_bad_input(r, "--check")
+    assert r.out == ""

@@ -102,8 +102,12 @@ def sweep(
     from kvcalc.out.render import make_console
 
     width = min(make_console().width, 100)
+    failed = None
     try:
         emit(result, fmt, check, False)
-    finally:
-        for ycol in plan.ys:
-            sys.stdout.write("\n" + line_chart(series(result.rows, plan, ycol.key), plan.x, ycol, width=width))
+    except typer.Exit as e:  # a --check failed: the chart still follows the table
+        failed = e
+    for ycol in plan.ys:
+        sys.stdout.write("\n" + line_chart(series(result.rows, plan, ycol.key), plan.x, ycol, width=width))
+    if failed is not None:
+        raise failed
