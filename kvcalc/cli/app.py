@@ -13,8 +13,8 @@ import typer
 
 HELP = ("KV-cache cost-and-capacity calculator: KV bytes from the architecture, requests that fit, "
         "transfers, prefill cost and prefix-sharing strategies.\n\n"
-        "Examples:  kvcalc compare   |   kvcalc capacity   |   kvcalc kv deepseek-v4-flash --context 4k,1m   |   "
-        "kvcalc presets list   |   kvcalc sweep capacity --vary context=1k..1m:log20")
+        "Examples:\n\n\b\n  kvcalc compare\n  kvcalc capacity\n  kvcalc kv deepseek-v4-flash --context 4k,1m\n"
+        "  kvcalc presets list\n  kvcalc sweep capacity --vary context=1k..1m:log20")  # \b: click keeps the lines
 
 # command name -> (module, attribute); a typer.Typer attribute is a command group
 COMMANDS = {
@@ -33,11 +33,14 @@ COMMANDS = {
 
 def build_app(only: str | None = None) -> typer.Typer:
     """A Typer app with every command, or with just ``only`` (the one being run)."""
+    # rich_markup_mode=None: click's plain help formatter; typer's rich one imports markdown and pygments (~100 ms)
     app = typer.Typer(name="kvcalc", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                      help=HELP)
+                      help=HELP, rich_markup_mode=None)
 
     @app.callback()
-    def _root():  # keeps kvcalc a command group even when one command is registered
+    def _root(version: bool = typer.Option(False, "--version", help="print kvcalc's version and exit",
+                                           is_eager=True, callback=_print_version)):
+        # keeps kvcalc a command group even when one command is registered
         pass
 
     _root.__doc__ = HELP
@@ -50,6 +53,25 @@ def build_app(only: str | None = None) -> typer.Typer:
         else:
             app.command(name)(obj)
     return app
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from kvcalc.out.version import __version__
+
+        sys.stdout.write(f"kvcalc {__version__}\n")
+        raise typer.Exit(0)
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe (``kvcalc kv | head -1``): point stdout at /dev/null so the final flush is silent."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # in-process runs (tests) have no file descriptor
+        pass
 
 
 def _command_of(argv: list[str]) -> str | None:
@@ -71,15 +93,20 @@ def main(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(build_app(_command_of(args)))
     try:
         rv = command.main(args=args, prog_name="kvcalc", standalone_mode=False)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
     except KvcalcError as e:
         sys.stderr.write(f"kvcalc: error: {e.message}\n")
         sys.exit(e.exit_code)
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (| head): exit 0 quietly, as the shell expects
+        _quiet_stdout()
         sys.exit(0)
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("kvcalc: aborted\n")
         sys.exit(130)
     except Exception as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # `kvcalc` or `kvcalc presets` alone: the help, exit 0
+            sys.stdout.write(e.format_message() + "\n")
+            sys.exit(0)
         # click's (or typer's vendored click's) usage errors: bad option, missing argument, bad type
         if hasattr(e, "format_message") and hasattr(e, "exit_code"):
             sys.stderr.write(f"kvcalc: error: {e.format_message()}\n")

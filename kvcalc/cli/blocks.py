@@ -28,10 +28,9 @@ def blocks(
 
     Examples:
 
+    \b
       kvcalc blocks -m deepseek-v4-flash --explain
-
       kvcalc blocks -m deepseek-v4-flash-article --block-tokens 16,256 --entry-bytes 16
-
       kvcalc blocks -m llama-3-70b --format json --check 'metadata_overhead <= 0.0001'
     """
     from kvcalc.cli.common import check_format, emit, kv_options

@@ -35,10 +35,9 @@ def capacity(
 
     Examples:
 
+    \b
       kvcalc capacity
-
       kvcalc capacity -m llama-3-70b -m deepseek-v4-flash --hardware h200-sxm --context 128k
-
       kvcalc capacity -m deepseek-v3 --mla-layout fp8-flashmla --format json --check 'max_requests >= 1000'
     """
     from kvcalc.cli.common import check_format, emit, kv_options

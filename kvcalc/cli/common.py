@@ -72,7 +72,7 @@ def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
     elif fmt == "markdown":
         sys.stdout.write(render.to_markdown(result, explain))
     else:
-        render.print_tables(result, render.make_console(), explain)
+        render.write_tables(result, sys.stdout, explain)
     failed = [o for o in outcomes if not o["passed"]]
     for o in failed:
         sys.stderr.write(f"check failed: {o['check']} (row {o['row']}: value {o['value']})\n")

@@ -26,14 +26,11 @@ def compare(
 
     Examples:
 
+    \b
       kvcalc compare
-
       kvcalc compare --scenario v4-flash-8xh100 --explain
-
       kvcalc compare --model llama-3-70b --hardware h200-sxm --requests 100 --context 8k --shared-prefix 2k
-
       kvcalc compare --scenario v4-flash-8xh100 --trace trace.jsonl --capacity 3m
-
       kvcalc compare --scenario v4-flash-8xh100 --pd-link ib-ndr400
 
     With --trace FILE the trace's requests replace the workload: A prefills every input token; C reuses each

@@ -27,10 +27,9 @@ def cost(
 
     Examples:
 
+    \b
       kvcalc cost --strategy prefix-tree
-
       kvcalc cost --strategy lru --scenario v4-flash-8xh100 --explain
-
       kvcalc cost --requests 64 --context 16k --shared-prefix 4k --shared-prefix 1k:8 --format json
     """
     from kvcalc.cli.common import check_format, emit, kv_options

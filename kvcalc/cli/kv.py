@@ -26,10 +26,9 @@ def kv(
 
     Examples:
 
+    \b
       kvcalc kv deepseek-v4-flash --context 4k,1m --explain
-
       kvcalc kv llama-3-70b --kv-dtype fp8 --format json
-
       kvcalc kv ./my-model.toml --check 'kv_bytes_per_token <= 100000'
     """
     from kvcalc.cli.common import check_format, emit, kv_options

@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="The preset catalogue: list, show, validate a file, JSON Schema.\n\n"
-                  "Examples:  kvcalc presets list models   |   kvcalc presets show deepseek-v4-flash   |   "
-                  "kvcalc presets validate my-model.toml   |   kvcalc presets schema models")
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The preset catalogue: list, show, validate a file, JSON Schema.\n\n"
+                  "Examples:\n\n\b\n  kvcalc presets list models\n  kvcalc presets show deepseek-v4-flash\n"
+                  "  kvcalc presets validate my-model.toml\n  kvcalc presets schema models")
 
 KindOpt = Annotated[Optional[str], typer.Option(
     "--kind", "-k", help="models | hardware | links | workloads | scenarios (default: guessed)")]

@@ -35,10 +35,9 @@ def transfer(
 
     Examples:
 
+    \b
       kvcalc transfer
-
       kvcalc transfer -m llama-3-70b --block-tokens 16 --link pcie-gen5-x16 --bandwidth theoretical --explain
-
       kvcalc transfer --link ./my-link.toml --tiers --check 'latency_share < 0.5'
     """
     from kvcalc.cli.common import check_format, emit, kv_options

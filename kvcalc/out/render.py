@@ -121,40 +121,64 @@ def to_markdown(result: Result, explain: bool = False) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def make_console():
-    """A rich Console on stdout: terminal width on a terminal, else $COLUMNS or 160 (CI logs are wide).
-    Colour is off when NO_COLOR is set or stdout is not a terminal (rich's own rules)."""
+RICH_MAX_LINES = 400  # beyond this many lines a terminal gets plain text too: styling them costs more than it pays
+STYLES = {"title": "italic", "head": "bold", "note": "dim"}
+
+
+def output_width(stream) -> tuple[int, bool]:
+    """(width [characters], is a terminal) for tables on ``stream``: $COLUMNS when a positive integer, else the
+    terminal's width, else 160 (CI logs are wide); at least text.MIN_WIDTH (COLUMNS=0 counts as unset)."""
     import os
-    import sys
 
-    from rich.console import Console
+    from kvcalc.out.text import MIN_WIDTH
 
-    width = None
-    if not sys.stdout.isatty():
-        width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 160
-    return Console(width=width)
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    env = os.environ.get("COLUMNS", "").strip()
+    width = int(env) if env.isdigit() and int(env) > 0 else 0
+    if not width and tty:
+        try:
+            width = os.get_terminal_size(stream.fileno()).columns
+        except (OSError, AttributeError, ValueError):
+            width = 0
+    return max(width or 160, MIN_WIDTH), tty
 
 
-def print_tables(result: Result, console, explain: bool = False, extra: bool = True) -> None:
-    """Print the result as rich tables on ``console`` (stdout), notes dimmed, derivations with explain."""
-    from rich.table import Table as RichTable
+def table_lines(result: Result, width: int, explain: bool = False, box: dict | None = None) -> list[tuple[str, str]]:
+    """Every table, then notes (and derivations with explain), laid out for ``width`` as (line, style) pairs."""
+    from kvcalc.out import text
 
-    for t in (result.main, *(result.extra if extra else ())):
-        rt = RichTable(title=t.title, title_justify="left")
+    lines: list[tuple[str, str]] = []
+    for t in (result.main, *result.extra):
         cells = [[format_value(c, r) for c in t.columns] for r in t.rows]
-        widest = [max((len(row[i]) for row in cells), default=0) for i in range(len(t.columns))]
-        heads = [max(len(w) for w in c.title.split()) for c in t.columns]
-        # keep numbers on one line when the whole table fits; else let rich wrap them at spaces
-        fits = sum(max(w, h) + 3 for w, h in zip(widest, heads)) + 8 <= console.width
-        for i, c in enumerate(t.columns):
-            text = c.kind == "text"
-            rt.add_column(c.title, justify="left" if text else "right", overflow="fold",
-                          min_width=widest[i] if fits and not text else None)
-        for row in cells:
-            rt.add_row(*row)
-        console.print(rt)
+        grid = text.Grid(t.title, [c.title for c in t.columns], [c.kind != "text" for c in t.columns], cells)
+        lines += grid.render(width, box or text.BOX_UTF8)
     for n in result.notes:
-        console.print(f"note: {n}", style="dim", highlight=False, markup=False)
+        lines += [(x, "note") for x in text.wrap(f"note: {n}", width)]
     if explain:
         for line in result.explain:
-            console.print(line, highlight=False, markup=False)
+            lines += [(x, "") for x in text.wrap(line, width)]
+    return lines
+
+
+def write_tables(result: Result, stream, explain: bool = False) -> None:
+    """Print the result's tables on ``stream``: plain text when piped or long, styled by rich on a terminal
+    (no colour with NO_COLOR). Box characters fall back to ASCII when the stream cannot encode them."""
+    from kvcalc.out import text
+
+    width, tty = output_width(stream)
+    encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "")
+    box = text.BOX_UTF8 if encoding.startswith("utf") else text.BOX_ASCII
+    lines = table_lines(result, width, explain, box)
+    if not tty or len(lines) > RICH_MAX_LINES:
+        stream.write("\n".join(line for line, _ in lines) + "\n")
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    styled = Text()
+    for line, style in lines:
+        styled.append(line + "\n", style=STYLES.get(style, ""))
+    Console(file=stream, width=width, highlight=False).print(styled, soft_wrap=True, end="")
