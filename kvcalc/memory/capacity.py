@@ -127,6 +127,7 @@ CAPACITY_COLUMNS = (
 def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link: LinkPreset,
                     inp: CapacityInputs, opts: att.KvOptions = att.KvOptions()):
     """The ``kvcalc capacity`` result for several models on one node."""
+    from kvcalc.model.kv import context_notes
     from kvcalc.out import explain
     from kvcalc.out.results import Column, Result, Table
     from kvcalc.out.units import fmt_bytes, fmt_count, fmt_percent
@@ -140,10 +141,17 @@ def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, li
              f"{inp.block_tokens}-token blocks paged in over {link.display_name} ({inp.bandwidth} bandwidth): "
              "latency + bytes / bandwidth."]
     lines = []
+    usable, reserve = hw.hbm_bytes * inp.hbm_utilization, inp.reserve_bytes_per_gpu
+    if reserve >= usable:
+        notes.append(f"the reserve ({fmt_bytes(reserve)} per GPU) is not below the usable HBM ({fmt_bytes(usable)} "
+                     "per GPU): no room for weights or KV")
     for r, (n, m) in zip(rows, models):
-        if not r["weights_fit"]:
-            notes.append(f"{n}: the weights ({fmt_bytes(r['weight_bytes_per_gpu'])} per GPU) do not fit in "
-                         f"{fmt_bytes(hw.hbm_bytes * inp.hbm_utilization)} usable HBM: no room for KV")
+        notes.extend(context_notes(n, m, [inp.context_tokens]))
+        if not r["weights_fit"] and reserve < usable:
+            held = (f"the weights ({fmt_bytes(r['weight_bytes_per_gpu'])} per GPU)" if reserve == 0 else
+                    f"the weights ({fmt_bytes(r['weight_bytes_per_gpu'])}) and the reserve ({fmt_bytes(reserve)}) "
+                    "per GPU")
+            notes.append(f"{n}: {held} do not fit in {fmt_bytes(usable)} usable HBM: no room for KV")
         states = [g for g in att.resolve_groups(m, opts) if g.kind in ("linear", "mamba")]
         if states and inp.attention != "dp":
             kinds = " and ".join(sorted({g.kind for g in states}))
@@ -154,7 +162,8 @@ def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, li
                          f"(engines need a multiple of {m.block_tokens_multiple} tokens)")
         lines.append(
             f"{n}: per-GPU budget = {fmt_bytes(hw.hbm_bytes)} x {inp.hbm_utilization:g} - "
-            f"{fmt_bytes(r['weight_bytes'])} / {inp.gpus} = {fmt_bytes(r['kv_budget_bytes_per_gpu'])}; "
+            f"{fmt_bytes(r['weight_bytes'])} / {inp.gpus}"
+            + (f" - reserve {fmt_bytes(reserve)}" if reserve else "") + f" = {fmt_bytes(r['kv_budget_bytes_per_gpu'])}; "
             f"requests = floor({fmt_bytes(r['kv_budget_bytes_per_gpu'])} / "
             f"{fmt_bytes(r['kv_bytes_per_request_per_gpu'])} per GPU per request)"
             + (f" x {inp.gpus}" if inp.attention == "dp" else "") + f" = {fmt_count(r['max_requests'])}")

@@ -134,6 +134,13 @@ def group_rows(p: KvProfile) -> list[dict]:
              "state_bytes": g.state_bytes, "read_bytes_per_step": g.read_bytes_per_step} for g in p.groups]
 
 
+def context_notes(name: str, model: ModelPreset, contexts) -> list[str]:
+    """A note for each context length [tokens] beyond the model's max_context_tokens (none when it is unknown)."""
+    limit = model.max_context_tokens
+    return [f"{name}: {t:,} tokens is beyond its {limit:,}-token context" for t in sorted(set(contexts))
+            if limit and t > limit]
+
+
 def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
               opts: att.KvOptions = att.KvOptions()):
     """The ``kvcalc kv`` result: one row per model and context, a per-group breakdown, derivations."""
@@ -148,8 +155,7 @@ def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
             rows.append(profile_row(p))
             grows.extend(group_rows(p))
             lines.extend(kv_explain.kv_lines(name, groups, tokens, p.kv_bytes_per_request))
-            if model.max_context_tokens and tokens > model.max_context_tokens:
-                notes.append(f"{name}: {tokens:,} tokens is beyond its {model.max_context_tokens:,}-token context")
+            notes.extend(context_notes(name, model, [tokens]))
         if model.as_stated_kv_bytes_per_token is not None:
             notes.append(f"{name}: as-stated flat figure, not derived from the architecture")
     main = Table("kv", "KV cache per request (per token = amortised; per extra token = growth at long context)", tuple(Column(*c) for c in KV_COLUMNS), tuple(rows))

@@ -66,3 +66,56 @@ def list_result(kinds: list[str] | None = None):
     cols = (Column("kind", "kind", "text"), Column("name", "name", "text"),
             Column("display_name", "description", "text"))
     return Result("presets list", {"kinds": kinds}, Table("presets", "Presets", cols, tuple(rows)))
+
+
+def _flat(value, prefix: str = ""):
+    """(dotted field, value) pairs of a nested dict/list, e.g. layer_groups.0.kind."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _flat(v, f"{prefix}{k}.")
+    elif isinstance(value, (list, tuple)) and value:
+        for i, v in enumerate(value):
+            yield from _flat(v, f"{prefix}{i}.")
+    else:
+        yield prefix[:-1], value
+
+
+def _field_table(name: str, title: str, rows: list[dict], keys: tuple[str, ...]):
+    from kvcalc.out.results import Column, Table
+
+    return Table(name, title, tuple(Column(k, k, "bool" if k == "required" else "text") for k in keys), tuple(rows))
+
+
+def show_result(kind: str, path: Path, preset):
+    """One preset's validated fields as rows {field, value} (nested fields dotted), for csv/markdown/table."""
+    import dataclasses
+
+    from kvcalc.out.results import Result
+
+    rows = [{"field": f, "value": v} for f, v in _flat(dataclasses.asdict(preset))]
+    return Result("presets show", {"kind": kind, "name": path.stem, "path": path.name},
+                  _field_table("fields", f"{kind}/{path.name}", rows, ("field", "value")))
+
+
+def validate_result(checked: list[tuple[str, str]]):
+    """Rows {file, kind, ok} for files that validated (a bad one stops with InputError before this)."""
+    from kvcalc.out.results import Result
+
+    rows = [{"file": f, "kind": k, "ok": True} for f, k in checked]
+    return Result("presets validate", {"files": [f for f, _ in checked]},
+                  _field_table("validated", "Validated preset files", rows, ("file", "kind")))
+
+
+def schema_result(kind: str, schema: dict):
+    """The schema's top-level fields as rows {field, type, required, description}."""
+    from kvcalc.out.results import Result
+
+    required = set(schema.get("required", ()))
+    rows = []
+    for f, p in schema.get("properties", {}).items():
+        types = [x.get("type") or x.get("$ref", "").rsplit("/", 1)[-1] for x in p.get("anyOf", [p])]
+        rows.append({"field": f, "type": " | ".join(t for t in types if t) or "any", "required": f in required,
+                     "description": p.get("description", "")})
+    return Result("presets schema", {"kind": kind},
+                  _field_table("fields", f"Fields of a {kind} preset (JSON Schema: --format json)", rows,
+                               ("field", "type", "required", "description")))

@@ -13,7 +13,7 @@ from kvcalc.out.errors import InputError
 OPS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
        "<": operator.lt, ">": operator.gt}
 _CHECK_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|==|!=|<|>)\s*"
-                       r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*$")
+                       r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|true|false)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -27,16 +27,20 @@ class Check:
 
 
 def parse_check(text: str) -> Check:
-    """Parse 'FIELD OP NUMBER' (OP one of < <= > >= == !=) or raise InputError."""
+    """Parse 'FIELD OP NUMBER' (OP one of < <= > >= == !=; NUMBER may be true/false, = 1/0) or raise InputError."""
     m = _CHECK_RE.match(text)
     if not m:
         raise InputError(f"--check {text!r}: expected 'FIELD OP NUMBER' with OP one of < <= > >= == !=, "
-                         "e.g. 'max_requests >= 100'")
-    return Check(text.strip(), m.group(1), m.group(2), float(m.group(3)))
+                         "e.g. 'max_requests >= 100' or 'kv_fits == true'")
+    word = m.group(3).lower()
+    number = 1.0 if word == "true" else 0.0 if word == "false" else float(word)
+    if not math.isfinite(number):
+        raise InputError(f"--check {text!r}: {m.group(3)} is not a finite number")
+    return Check(text.strip(), m.group(1), m.group(2), number)
 
 
 def _label(row: dict) -> str:
-    keys = ("model", "strategy", "link", "payload", "context_tokens", "block_tokens", "capacity_tokens")
+    keys = ("model", "strategy", "link", "payload", "context_tokens", "block_tokens", "capacity_tokens", "file")
     return ", ".join(f"{row[k]}" for k in keys if k in row and row[k] is not None) or "row"
 
 
@@ -45,17 +49,18 @@ def evaluate(checks: list[Check], rows) -> list[dict]:
     out = []
     for c in checks:
         if rows and not any(c.field in r for r in rows):
-            fields = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float))})
+            fields = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float))})  # bools too
             close = difflib.get_close_matches(c.field, fields, n=3)
-            hint = f"did you mean {', '.join(close)}?" if close else f"fields: {', '.join(fields)}"
+            hint = (f"did you mean {', '.join(close)}?" if close else
+                    f"fields: {', '.join(fields)}" if fields else "these results have no numeric field")
             raise InputError(f"--check {c.text!r}: no field {c.field!r} in the results; {hint}")
         for r in rows:
             v = r.get(c.field)
             if v is None:
                 passed = False
-            elif isinstance(v, bool) or not isinstance(v, (int, float)):
+            elif not isinstance(v, (int, float)):
                 raise InputError(f"--check {c.text!r}: field {c.field!r} is not numeric")
-            else:
-                passed = (not math.isnan(v)) and OPS[c.op](v, c.number)
+            else:  # a boolean field compares as 1 (true) or 0 (false)
+                passed = (not math.isnan(v)) and OPS[c.op](float(v), c.number)
             out.append({"check": c.text, "row": _label(r), "value": v, "passed": bool(passed)})
     return out

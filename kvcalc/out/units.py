@@ -260,7 +260,11 @@ def fmt_percent(x: float) -> str:
 
 
 def fmt_usd(x: float) -> str:
-    """USD -> $ text."""
+    """USD -> $ text, the sign before the $ (-$0.02654)."""
     if x is None:
         return "-"
-    return f"${x:,.4g}" if abs(x) < 1000 else f"${x:,.0f}"
+    if isinstance(x, float) and math.isnan(x):
+        return "-"
+    sign = "-" if x < 0 else ""
+    a = abs(x)
+    return f"{sign}${a:,.4g}" if a < 1000 else f"{sign}${a:,.0f}"

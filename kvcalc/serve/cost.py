@@ -194,9 +194,10 @@ def _assumption_table(inp: CostInputs):
 
 
 def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
+    from kvcalc.model.kv import context_notes
     from kvcalc.out.units import fmt_bytes
 
-    notes = []
+    notes = context_notes(inp.model_name, inp.model, [c.context_tokens for c in inp.workload.classes])
     for r in rows:
         if not r["kv_fits"]:
             notes.append(f"{r['strategy']}: KV ({fmt_bytes(r['kv_stored_bytes_per_gpu'])} per GPU) exceeds the HBM "
