@@ -158,8 +158,8 @@ def table_lines(result: Result, width: int, explain: bool = False, box: dict | N
     for n in result.notes:
         lines += [(x, "note") for x in text.wrap(f"note: {n}", width)]
     if explain:
-        for line in result.explain:
-            lines += [(x, "") for x in text.wrap(line, width)]
+        for line in result.explain:  # continuation lines indented under their derivation
+            lines += [(x, "") for x in text.wrap(line, width, " " * (len(line) - len(line.lstrip(" ")) + 4))]
     return lines
 
 

@@ -20,15 +20,16 @@ MIN_WIDTH = 20  # narrower requests (COLUMNS=1) are raised to this; a line may s
 _WORD = re.compile(r"\S+\s*")
 
 
-def wrap(text: str, width: int) -> list[str]:
-    """Greedy word wrap at spaces (as rich wraps), never splitting a word; keeps leading indentation."""
+def wrap(text: str, width: int, hang: str = "") -> list[str]:
+    """Greedy word wrap at spaces (as rich wraps), never splitting a word; keeps the leading indentation and
+    starts continuation lines with ``hang``."""
     lead = text[: len(text) - len(text.lstrip(" "))]
     lines: list[str] = []
     line = lead
     for w in _WORD.findall(text):
         if line.strip() and len(line) + len(w.rstrip()) > width:
             lines.append(line.rstrip())
-            line = ""
+            line = hang
         line += w
     lines.append(line.rstrip())
     return lines
@@ -63,7 +64,8 @@ class Grid:
                 hi = mid - 1
         out = [max(m, min(nat, lo)) for m, nat in zip(least, natural)]
         spare = room - sum(out)
-        for i in range(n):  # hand the rounding leftover to columns still below their natural width
+        # hand the leftover to the columns closest to their natural width first, so their headers fit one line
+        for i in sorted(range(n), key=lambda i: natural[i] - out[i]):
             give = min(spare, natural[i] - out[i])
             out[i] += give
             spare -= give

@@ -155,7 +155,7 @@ def transfer_result(model_name: str, model: ModelPreset, links: list[tuple[str, 
         f"prefill = tokens x 2 x {fmt_count(model.params_active_b)} billion active params / ({inp.gpus} x "
         f"{fmt_rate(hw.peak_flops('fp8'), 'FLOP/s')} FP8 dense x MFU {inp.mfu:g}) = {fmt_seconds(per_token)} "
         "per token (matmuls only; the 0.2 default: end-to-end prefill of big MoE models runs at ~15-24% of FP8 "
-        "dense peak: DeepSeek production ~15%, RTP-LLM ~20%, SGLang on H100 ~24%); exposed = max(0, time - overlap {fmt_seconds(inp.overlap_s)}) "
+        f"dense peak: DeepSeek production ~15%, RTP-LLM ~20%, SGLang on H100 ~24%); exposed = max(0, time - overlap {fmt_seconds(inp.overlap_s)}) "
         "(speculative prefetch, strategy D).",
     ]
     if not valid:
