@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = sys.argv[1:] if argv is None else list(argv)
     command = typer.main.get_command(build_app(_command_of(args)))
+    if "--help" in args or len(args) <= 1:  # help is printed: options grouped by panel
+        from kvcalc.cli.help import group_options
+
+        group_options(command)
     try:
         rv = command.main(args=args, prog_name="kvcalc", standalone_mode=False)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit

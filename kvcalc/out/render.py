@@ -19,32 +19,31 @@ FORMATS = ("table", "json", "csv", "markdown")
 JSON_SCHEMA = 1
 
 
+_FORMATS = {
+    "bytes": units.fmt_bytes, "bytes_exact": units.fmt_bytes_exact, "s": units.fmt_seconds,
+    "count": units.fmt_count, "int": units.fmt_count, "percent": units.fmt_percent, "usd": units.fmt_usd,
+    "flops": units.fmt_flops, "flops_per_s": lambda x: units.fmt_rate(x, "FLOP/s"),
+    "bytes_per_s": lambda x: units.fmt_rate(x, "B/s"), "tokens_per_s": lambda x: units.fmt_rate(x, "tok/s"),
+    "tokens": lambda x: f"{units.fmt_count(x)} tok", "ratio": lambda x: f"{x:.3g}x",
+    "float": lambda x: f"{x:.4g}", "round": lambda x: units.fmt_count(round(x)),
+}
+
+
 def format_value(col: Column, row: dict) -> str:
     """One cell as text, by the column's unit kind."""
     v = row.get(col.key)
-    if col.kind == "auto":  # the row says its unit (tables that mix units, e.g. deltas)
-        col = Column(col.key, col.title, row.get("kind", "float"))
-    if col.kind == "fit":
+    kind = row.get("kind", "float") if col.kind == "auto" else col.kind  # "auto": the row says its unit
+    if kind == "fit":
         return units.fmt_count(v) if row.get("weights_fit", True) else "weights don't fit"
     if v is None:
         return "-"
-    if col.kind == "fit" and v is None:
-        return "-"
-    if col.kind == "text":
+    if kind == "text":
         return str(v)
-    if col.kind == "bool":
+    if kind == "bool":
         return "yes" if v else "no"
     if isinstance(v, float) and math.isnan(v):
         return "-"
-    fmt = {
-        "bytes": units.fmt_bytes, "bytes_exact": units.fmt_bytes_exact, "s": units.fmt_seconds,
-        "count": units.fmt_count, "int": units.fmt_count, "percent": units.fmt_percent, "usd": units.fmt_usd,
-        "flops": units.fmt_flops, "flops_per_s": lambda x: units.fmt_rate(x, "FLOP/s"),
-        "bytes_per_s": lambda x: units.fmt_rate(x, "B/s"), "tokens_per_s": lambda x: units.fmt_rate(x, "tok/s"),
-        "tokens": lambda x: f"{units.fmt_count(x)} tok", "ratio": lambda x: f"{x:.3g}x",
-        "float": lambda x: f"{x:.4g}", "round": lambda x: units.fmt_count(round(x)),
-    }[col.kind]
-    return fmt(v)
+    return _FORMATS[kind](v)
 
 
 def _jsonable(v: Any) -> Any:

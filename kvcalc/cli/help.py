@@ -1,0 +1,31 @@
+"""Plain help (click's formatter, no rich/markdown import) with options grouped under their panels.
+
+typer groups options by ``rich_help_panel`` only in its rich help, which imports markdown and pygments (~100 ms);
+this keeps the plain formatter and adds the panel headings (Options, Scenario overrides, KV layout, Output, ...).
+"""
+
+from __future__ import annotations
+
+import types
+
+
+def _format_options(self, ctx, formatter) -> None:
+    sections: dict[str, list] = {}
+    for param in self.get_params(ctx):
+        record = param.get_help_record(ctx)
+        if record is None:
+            continue
+        title = ("Arguments" if param.param_type_name == "argument" else
+                 getattr(param, "rich_help_panel", None) or "Options")
+        sections.setdefault(title, []).append(record)
+    for title, records in sections.items():
+        with formatter.section(title):
+            formatter.write_dl(records)
+
+
+def group_options(command) -> None:
+    """Give ``command`` and every subcommand under it the panel-grouped options section."""
+    if getattr(command, "params", None) is not None and not hasattr(command, "commands"):
+        command.format_options = types.MethodType(_format_options, command)
+    for sub in getattr(command, "commands", {}).values():
+        group_options(sub)
