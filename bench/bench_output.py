@@ -2,7 +2,7 @@
 
     python bench/bench_output.py [--runs 15]
 
-Every command runs as a fresh process with stdout to a pipe (so tables take the piped, plain-text path, as in
+Every command runs as a fresh process with stdout to /dev/null (not a terminal, so tables take the piped, plain-text path, as in
 scripts and CI), interleaved so drift hits all alike; the median of --runs is shown with its ratio to its pair.
 Targets (issue 14): table <= 1.15x JSON for kv/compare/cost; a 10,000-row table < 1.5 s; --help <= 0.7x
 ``python -c "import typer, rich, pydantic, numpy"``.
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
-import time
+
+from bench_startup import wall_s  # one run's wall time, stdout to /dev/null (not a terminal: the piped path)
 
 KV = [sys.executable, "-m", "kvcalc"]
 BASELINE = [sys.executable, "-c", "import typer, rich, pydantic, numpy"]
@@ -26,13 +26,6 @@ PAIRS = {  # name -> (command, the command it is compared with)
     "kvcalc kv, 10,000 rows (table)": (KV + ["kv", "llama-3-70b", "-c", ROWS_10K],
                                        KV + ["kv", "llama-3-70b", "-c", ROWS_10K, "--format", "json"]),
 }
-
-
-def wall_s(cmd: list[str]) -> float:
-    """One run's wall time [s], stdout to a pipe that is drained; fails loudly if the command fails."""
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.PIPE)
-    return time.perf_counter() - t0
 
 
 def main() -> None:
