@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = sys.argv[1:] if argv is None else list(argv)
     command = typer.main.get_command(build_app(_command_of(args)))
-    if "--help" in args or len(args) <= 1:  # help is printed: options grouped by panel
+    if "--help" in args or args in ([], ["presets"]):  # help is printed: options grouped by panel
         from kvcalc.cli.help import group_options
 
         group_options(command)
