@@ -51,6 +51,16 @@ def test_article_compare_at_80_columns_prints_strategies_as_columns(monkeypatch)
     assert "$-" not in out and "-$0.02654" in out  # C - A input $/M: 0.01679 - 0.04333
 
 
+def test_kv_at_80_columns_splits_its_columns_under_the_row_names(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = run_cli("kv").out.splitlines()
+    # 7 columns need 91 characters even with wrapped headers: the last one moves to a second table, led by
+    # model and tokens (the fewest leading columns that tell the 24 rows apart)
+    assert "┃ model             ┃    tokens ┃ read/step ┃" in lines
+    assert "│ deepseek-v4-flash │     4,096 │  11.33 MB │" in lines  # V4 Flash reads 11.33 MB per step at 4K
+    assert all(len(line) <= 80 for line in lines if line[:1] in "┏┃┡│└")
+
+
 def test_kv_at_40_columns_prints_records(monkeypatch):
     monkeypatch.setenv("COLUMNS", "40")
     out = run_cli("kv", "deepseek-v4-flash", "-c", "4k,1m").out
@@ -187,6 +197,12 @@ def test_capacity_and_cost_note_a_context_beyond_the_model():
     assert "llama-3-8b: 32,768 tokens is beyond its 8,192-token context" in cap["notes"]
     cost = run_cli("cost", "-m", "llama-3-8b", "--requests", "4", "--context", "16k", "--format", "json").json()
     assert "llama-3-8b: 16,384 tokens is beyond its 8,192-token context" in cost["notes"]
+
+
+def test_many_contexts_beyond_the_model_make_one_note():
+    notes = run_cli("kv", "llama-3-8b", "-c", "4k,16k,32k,64k", "--format", "json").json()["notes"]
+    # Llama 3 8B takes 8,192 positions: 16K, 32K and 64K are beyond it
+    assert notes == ["llama-3-8b: 3 context lengths (16,384 to 65,536 tokens) are beyond its 8,192-token context"]
 
 
 def test_a_reserve_beyond_the_hbm_is_named():

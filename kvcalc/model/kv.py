@@ -135,10 +135,16 @@ def group_rows(p: KvProfile) -> list[dict]:
 
 
 def context_notes(name: str, model: ModelPreset, contexts) -> list[str]:
-    """A note for each context length [tokens] beyond the model's max_context_tokens (none when it is unknown)."""
+    """A note when context lengths [tokens] go beyond the model's max_context_tokens (none when it is unknown):
+    one per model, naming the length, or how many and their range."""
     limit = model.max_context_tokens
-    return [f"{name}: {t:,} tokens is beyond its {limit:,}-token context" for t in sorted(set(contexts))
-            if limit and t > limit]
+    over = sorted({t for t in contexts if limit and t > limit})
+    if len(over) == 1:
+        return [f"{name}: {over[0]:,} tokens is beyond its {limit:,}-token context"]
+    if over:
+        return [f"{name}: {len(over):,} context lengths ({over[0]:,} to {over[-1]:,} tokens) are beyond its "
+                f"{limit:,}-token context"]
+    return []
 
 
 def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
@@ -155,7 +161,7 @@ def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
             rows.append(profile_row(p))
             grows.extend(group_rows(p))
             lines.extend(kv_explain.kv_lines(name, groups, tokens, p.kv_bytes_per_request))
-            notes.extend(context_notes(name, model, [tokens]))
+        notes.extend(context_notes(name, model, contexts))
         if model.as_stated_kv_bytes_per_token is not None:
             notes.append(f"{name}: as-stated flat figure, not derived from the architecture")
     main = Table("kv", "KV cache per request (per token = amortised; per extra token = growth at long context)", tuple(Column(*c) for c in KV_COLUMNS), tuple(rows))

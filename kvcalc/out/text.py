@@ -6,7 +6,9 @@ the rich tables did. A number never breaks across lines:
 2. else headers and text cells wrap at spaces while number columns keep their widest cell, the widest columns
    giving way first;
 3. else, when every column but the first holds numbers, the table prints transposed (one column per row);
-4. else each row prints as ``field: value`` lines, rows apart by a blank line.
+4. else its columns are split over several tables, one under the other, each led by the columns that name
+   the row;
+5. else each row prints as ``field: value`` lines, rows apart by a blank line.
 Words longer than the width (in titles, notes, text cells) overflow the line rather than break.
 """
 
@@ -98,6 +100,26 @@ class Grid:
         return Grid(self.title, [self.heads[0], *(r[0] for r in self.rows)], [False] + [True] * len(self.rows),
                     rows)
 
+    def _columns(self, keep: list[int], title: str) -> Grid:
+        return Grid(title, [self.heads[i] for i in keep], [self.numeric[i] for i in keep],
+                    [[r[i] for i in keep] for r in self.rows])
+
+    def split(self, width: int) -> list[Grid] | None:
+        """The columns after the key packed, in order, into as few tables as fit, each led by the key: the fewest
+        leading columns (up to 3) that tell the rows apart, e.g. kv's model and tokens."""
+        n = len(self.heads)
+        key = next((k for k in range(1, min(3, n - 1) + 1)
+                    if len({tuple(r[:k]) for r in self.rows}) == len(self.rows)), 1)
+        lead = list(range(key))
+        parts: list[list[int]] = [[]]
+        for i in range(key, n):
+            if self._columns([*lead, *parts[-1], i], "").widths(width) is None:
+                if not parts[-1] or self._columns([*lead, i], "").widths(width) is None:
+                    return None
+                parts.append([])
+            parts[-1].append(i)
+        return [self._columns([*lead, *p], self.title if k == 0 else "") for k, p in enumerate(parts)]
+
     def records(self, width: int) -> list[tuple[str, str]]:
         """Each row as ``field: value`` lines, text values wrapped under their start."""
         out = [(t, "title") for t in wrap(self.title, width)] if self.title else []
@@ -112,7 +134,7 @@ class Grid:
         return out
 
     def render(self, width: int, box: dict) -> list[tuple[str, str]]:
-        """The grid laid out for ``width`` columns (module doc, steps 1-4)."""
+        """The grid laid out for ``width`` columns (module doc, steps 1-5)."""
         w = self.widths(width)
         if w is not None:
             return self.lines(w, box)
@@ -120,6 +142,9 @@ class Grid:
         w = t.widths(width) if t is not None else None
         if w is not None:
             return t.lines(w, box)
+        parts = self.split(width) if len(self.heads) > 2 and self.rows else None
+        if parts is not None:
+            return [line for g in parts for line in g.lines(g.widths(width), box)]
         return self.records(width)
 
 
