@@ -10,7 +10,7 @@ name is first used (PEP 562 ``__getattr__``), so ``import kvcalc`` costs what th
     print(kvcalc.to_json(result))                            # the CLI's JSON envelope
 
 Every ``*_result`` function returns a :class:`Result` (tables of raw SI numbers plus notes and derivations);
-``to_json``/``to_csv``/``to_markdown`` render it exactly as ``--format`` does. Bad input raises
+``to_json``/``to_csv``/``to_markdown``/``to_table`` render it exactly as ``--format`` does. Bad input raises
 :class:`InputError` (a :class:`KvcalcError`) with a one-line message.
 """
 
@@ -23,6 +23,7 @@ _API = {
     "to_json": ("kvcalc.out.render", "to_json"),
     "to_csv": ("kvcalc.out.render", "to_csv"),
     "to_markdown": ("kvcalc.out.render", "to_markdown"),
+    "to_table": ("kvcalc.out.render", "to_table"),
     "KvcalcError": ("kvcalc.out.errors", "KvcalcError"),
     "InputError": ("kvcalc.out.errors", "InputError"),
     # model: presets and KV bytes

@@ -113,6 +113,14 @@ def test_terminal_output_is_the_piped_text(monkeypatch):
     assert "\x1b[1m" in styled  # headers bold (NO_COLOR drops colours, not bold/italic)
 
 
+def test_api_to_table_is_the_piped_table(monkeypatch):
+    import kvcalc
+
+    monkeypatch.setenv("COLUMNS", "100")
+    result = kvcalc.compare_result(kvcalc.resolve_scenario("article"))
+    assert kvcalc.to_table(result, width=100) == run_cli("compare").out
+
+
 def test_closed_pipe_exits_0_quietly():
     contexts = ",".join(str(n) for n in range(1, 3001))  # 3,000 rows: more than a pipe buffer holds
     p = subprocess.Popen([sys.executable, "-m", "kvcalc", "kv", "llama-3-8b", "-c", contexts],

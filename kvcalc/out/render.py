@@ -162,6 +162,13 @@ def table_lines(result: Result, width: int, explain: bool = False, box: dict | N
     return lines
 
 
+def to_table(result: Result, width: int = 160, explain: bool = False) -> str:
+    """The tables as plain text laid out for ``width`` characters, as ``--format table`` prints them when piped."""
+    from kvcalc.out.text import MIN_WIDTH
+
+    return "\n".join(line for line, _ in table_lines(result, max(width, MIN_WIDTH), explain)) + "\n"
+
+
 def write_tables(result: Result, stream, explain: bool = False) -> None:
     """Print the result's tables on ``stream``: plain text when piped or long, styled by rich on a terminal
     (no colour with NO_COLOR). Box characters fall back to ASCII when the stream cannot encode them."""
