@@ -218,3 +218,17 @@ def test_a_reserve_beyond_the_hbm_is_named():
     # H100: 80 GB x 0.9 = 72 GB usable per GPU < 100 GB reserved
     assert any("the reserve (100 GB per GPU) is not below the usable HBM (72 GB per GPU)" in n for n in notes)
     assert not any("the weights" in n for n in notes)
+
+
+def test_cells_with_newlines_or_pipes_stay_on_one_line(tmp_path):
+    f = tmp_path / "nl.toml"
+    f.write_text('schema_version = 1\nsource = "line one\\nline | two"\ndisplay_name = "x"\nparams_total_b = 1\n'
+                 'params_active_b = 1\nweight_bytes_per_param = 2\nas_stated_kv_bytes_per_token = 1\n')
+    md = run_cli("presets", "show", str(f), "--kind", "models", "-f", "markdown").out
+    assert "| source | line one line \\| two |" in md
+    grid = text.Grid("", ["a"], [False], [["x"]])
+    assert grid.lines([1], text.BOX_UTF8)[1] == ("┃ a ┃", "head")  # no title line when the title is empty
+    from kvcalc.out.results import Column, Result, Table
+
+    result = Result("t", {}, Table("t", "", (Column("s", "s", "text"),), ({"s": "one\ntwo"},)))
+    assert "│ one two │" in render.to_table(result)

@@ -105,7 +105,8 @@ def _md_table(t: Table) -> list[str]:
     lines = [f"### {t.title}", "", "| " + " | ".join(c.title for c in t.columns) + " |",
              "|" + "|".join("---" for _ in t.columns) + "|"]
     for r in t.rows:
-        lines.append("| " + " | ".join(format_value(c, r) for c in t.columns) + " |")
+        lines.append("| " + " | ".join(format_value(c, r).translate(_ONE_LINE).replace("|", "\\|")
+                                       for c in t.columns) + " |")
     return lines + [""]
 
 
@@ -120,6 +121,7 @@ def to_markdown(result: Result, explain: bool = False) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+_ONE_LINE = str.maketrans("\n\r\t", "   ")  # a cell is one line of text (a source may hold newlines)
 RICH_MAX_LINES = 400  # beyond this many lines a terminal gets plain text too: styling them costs more than it pays
 STYLES = {"title": "italic", "head": "bold", "note": "dim"}
 
@@ -151,7 +153,7 @@ def table_lines(result: Result, width: int, explain: bool = False, box: dict | N
 
     lines: list[tuple[str, str]] = []
     for t in (result.main, *result.extra):
-        cells = [[format_value(c, r) for c in t.columns] for r in t.rows]
+        cells = [[format_value(c, r).translate(_ONE_LINE) for c in t.columns] for r in t.rows]
         grid = text.Grid(t.title, [c.title for c in t.columns], [c.kind != "text" for c in t.columns], cells)
         lines += grid.render(width, box or text.BOX_UTF8)
     for n in result.notes:
