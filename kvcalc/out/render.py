@@ -138,7 +138,7 @@ def output_width(stream) -> tuple[int, bool]:
     except (AttributeError, ValueError):
         tty = False
     env = os.environ.get("COLUMNS", "").strip()
-    width = int(env) if env.isdigit() and int(env) > 0 else 0
+    width = int(env) if env.isdigit() and len(env) <= 6 else 0  # 5,000 digits would overflow int()
     if not width and tty:
         try:
             width = os.get_terminal_size(stream.fileno()).columns
