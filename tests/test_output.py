@@ -157,6 +157,14 @@ def test_help_keeps_option_names_whole_at_80_columns(monkeypatch, cmd):
     assert all(len(line) <= 80 for line in r.out.splitlines() if line.startswith("  -"))
 
 
+@pytest.mark.parametrize("cmd", ["kv", "capacity", "cost", "compare", "blocks", "transfer", "trace", "presets"])
+def test_help_wraps_at_spaces_only(monkeypatch, cmd):
+    monkeypatch.setenv("COLUMNS", "80")
+    r = run_cli(cmd, "--help")
+    assert r.code == 0 and r.out
+    assert not [line for line in r.out.splitlines() if line.endswith("-")]  # e.g. `--skip-` / `bad` in trace's
+
+
 def test_version_and_bare_commands_print_help():
     from kvcalc.out.version import __version__
 

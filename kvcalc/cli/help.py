@@ -23,8 +23,22 @@ def _format_options(self, ctx, formatter) -> None:
             formatter.write_dl(records)
 
 
+def _no_hyphen_breaks() -> None:
+    """Wrap help text at spaces only, so ``--skip-bad`` in a sentence never becomes ``--skip-`` / ``bad``: click's
+    TextWrapper (vendored in typer) splits words with the standard library's hyphen-aware pattern."""
+    import textwrap
+
+    try:
+        from typer._click._textwrap import TextWrapper
+    except ImportError:  # another typer layout: its help may break at hyphens, nothing else changes
+        return
+    TextWrapper.wordsep_re = textwrap.TextWrapper.wordsep_simple_re
+
+
 def group_options(command) -> None:
-    """Give ``command`` and every subcommand under it the panel-grouped options section."""
+    """Give ``command`` and every subcommand under it the panel-grouped options section (and wrap its help at
+    spaces only)."""
+    _no_hyphen_breaks()
     if getattr(command, "params", None) is not None and not hasattr(command, "commands"):
         command.format_options = types.MethodType(_format_options, command)
     for sub in getattr(command, "commands", {}).values():
