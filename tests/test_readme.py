@@ -1,15 +1,18 @@
 """The README is tested: every example block that starts with ``$ kvcalc`` runs, and what it shows is the real output.
 
-A block may hold several ``$ kvcalc ...`` commands, each followed by its output. The shown output is either verbatim
-(every line, trailing spaces aside) or an excerpt, marked by a line ``...``: then every other shown line is a line of
+A block may hold several ``$ kvcalc ...`` commands, each followed by its output; a command may pipe kvcalc's output
+through a shell (``| cut ...``), run by /bin/sh on kvcalc's captured output (skipped where there is no POSIX shell). The shown output is either verbatim
+(every line, trailing spaces aside) or an excerpt, marked by a line ``...`` (or ``... words ...``): then every other shown line is a line of
 the real output, in order. Commands run from the repository root at COLUMNS=120 with NO_COLOR; a command naming
 a file under ../shared (the shared folder next to the repository) is skipped, with the reason, when it is absent.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,23 +31,32 @@ def examples(text: str) -> list[tuple[int, str, list[str]]]:
         if not body.startswith("$ kvcalc"):
             continue
         line_no = text.count("\n", 0, m.start(1)) + 1
+        continued = False
         for i, line in enumerate(body.splitlines()):
-            if line.startswith("$ "):
+            if continued:  # a command continued with a trailing backslash
+                out[-1] = (out[-1][0], out[-1][1][:-1].rstrip() + " " + line.strip(), [])
+            elif line.startswith("$ "):
                 out.append((line_no + i, line[2:], []))
             else:
                 out[-1][2].append(line)
+            continued = (continued or line.startswith("$ ")) and line.endswith("\\")
     return out
+
+
+def _elided(line: str) -> bool:
+    """A line that stands for omitted output: ``...``, or ``... (the table) ...``."""
+    return line == "..." or (len(line) > 6 and line.startswith("... ") and line.endswith(" ..."))
 
 
 def shown_matches(shown: list[str], real: list[str]) -> str | None:
     """None when ``shown`` is ``real`` verbatim, or an in-order excerpt of it marked by a ``...`` line; else why not."""
     shown = [s.rstrip() for s in shown]
     real = [r.rstrip() for r in real]
-    if "..." not in shown:
+    if not any(map(_elided, shown)):
         return None if shown == real else "differs (mark an excerpt with a '...' line)"
     at = 0
     for s in shown:
-        if s == "...":
+        if _elided(s):
             continue
         try:
             at = real.index(s, at) + 1
@@ -66,10 +78,16 @@ def test_excerpt_rules():
     assert shown_matches(["a", "c"], real) is not None  # not marked as an excerpt
     assert shown_matches(["...", "b", "...", "d"], real) is None
     assert shown_matches(["d", "...", "a"], real) is not None  # out of order
+    assert shown_matches(["... (the table) ...", "c"], real) is None
+    text = "```\n$ kvcalc kv \\\n    --context 4k | cut -c1-3\nout\n```\n"
+    assert examples(text) == [(2, "kvcalc kv --context 4k | cut -c1-3", ["out"])]
 
 
 @pytest.mark.parametrize("line,command,shown", EXAMPLES, ids=[f"README:{n}" for n, _, _ in EXAMPLES])
 def test_readme_example(monkeypatch, line, command, shown):
+    command, pipe, rest = command.partition(" | ")  # `kvcalc ... | cut -d, -f1-3`: the shell does the rest
+    if pipe and os.name != "posix":
+        pytest.skip(f"README line {line} pipes kvcalc's output through a POSIX shell: {rest}")
     args = shlex.split(command)
     assert args[0] == "kvcalc"
     shared = [a for a in args if a.startswith("../shared/")]
@@ -81,5 +99,8 @@ def test_readme_example(monkeypatch, line, command, shown):
     monkeypatch.setenv("NO_COLOR", "1")
     r = run_cli(*args[1:])
     assert r.code == 0, (line, r.err)
-    problem = shown_matches(shown, r.out.splitlines())
+    out = r.out
+    if pipe:
+        out = subprocess.run(rest, shell=True, input=out, capture_output=True, text=True, check=True).stdout
+    problem = shown_matches(shown, out.splitlines())
     assert problem is None, f"README line {line}: `{command}` {problem}\n--- real output ---\n{r.out}"

@@ -99,9 +99,9 @@ def sweep(
         emit(result, fmt, check, False)
         return
     from kvcalc.out.chart_text import line_chart, series
-    from kvcalc.out.render import make_console
+    from kvcalc.out.render import output_width
 
-    width = min(make_console().width, 100)
+    width = min(output_width(sys.stdout)[0], 100)
     failed = None
     try:
         emit(result, fmt, check, False)
