@@ -17,7 +17,7 @@ This module computes; it never prints.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from kvcalc.trace.replay import ReplayResult, capacity_blocks_for, replay_result
 DEFAULT_CHUNK_ACCESSES = 1 << 16  # minimum accesses per numpy chunk of the LRU curve
 _MAX_CHUNK_ACCESSES = 1 << 24  # keeps request index * _DEPTH_SPAN below 2^63
 _DEPTH_SPAN = 1 << 36  # depths (and chunk slots) stay below this; per-request offset for segmented scans
-_INF_DEPTH = _DEPTH_SPAN - 1
+INF_DEPTH = _DEPTH_SPAN - 1
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,28 @@ class LruProfile:
             self.input_tokens, int(self.reused_tokens_upto[d]), self.total_blocks,
             int(self.hit_blocks_upto[d]), d,
         )
+
+
+@dataclass(frozen=True)
+class DepthChunk:
+    """What the engine measured for a run of consecutive requests (handed to an engine's ``sink``).
+
+    A request with hit run ``h`` at a cache of ``C`` blocks has ``h`` = the number of its accesses whose
+    ``prefix_max <= C`` (they lead the request: prefix maxima only grow). Reusable for any capacity question
+    asked per request (a single capacity's reuse, tiers of inclusive LRU caches).
+    """
+
+    counts: np.ndarray  # blocks per request [blocks], int64
+    inputs: np.ndarray  # input length per request [tokens], int64
+    prefix_max: np.ndarray  # per access, in order: max stack depth of the request's blocks up to it [blocks];
+    # INF_DEPTH from the request's first never-seen block on
+    distinct_after: np.ndarray  # distinct blocks seen after each request [blocks]
+
+    def hit_blocks(self, capacity_blocks: int | None) -> np.ndarray:
+        """Per request: its hit run [blocks] at a cache of ``capacity_blocks`` (None = infinite)."""
+        limit = INF_DEPTH - 1 if capacity_blocks is None else capacity_blocks
+        req = np.repeat(np.arange(len(self.counts)), self.counts)
+        return np.bincount(req, weights=self.prefix_max <= limit, minlength=len(self.counts)).astype(np.int64)
 
 
 def count_prefix_at_least(values: np.ndarray, prefix_len: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
@@ -105,10 +127,12 @@ class LruStackEngine:
     (compaction, histogram update) stays O(1) per access and memory stays O(D).
     """
 
-    def __init__(self, block_tokens: int, chunk_accesses: int = DEFAULT_CHUNK_ACCESSES):
+    def __init__(self, block_tokens: int, chunk_accesses: int = DEFAULT_CHUNK_ACCESSES,
+                 sink: Callable[[DepthChunk], None] | None = None):
         check_block_tokens(block_tokens)
         self.block_tokens = block_tokens
         self.chunk_accesses = max(1, int(chunk_accesses))
+        self.sink = sink
         self._flush_at = self.chunk_accesses
         self._known_ids = np.zeros(0, np.int64)
         self._known_slot = np.zeros(0, np.int64)
@@ -120,19 +144,18 @@ class LruStackEngine:
         self.requests = self.input_tokens = self.total_blocks = 0
 
     def add(self, hash_ids: Sequence[int], input_length: int) -> None:
-        """Buffer one request; a full buffer is processed as a chunk."""
+        """Buffer one request; a full buffer (accesses or requests) is processed as a chunk."""
         self.requests += 1
         self.input_tokens += input_length
-        if hash_ids:
-            self._ids.extend(hash_ids)
-            self._counts.append(len(hash_ids))
-            self._inputs.append(input_length)
-            if len(self._ids) >= self._flush_at:
-                self._flush()
+        self._ids.extend(hash_ids)
+        self._counts.append(len(hash_ids))
+        self._inputs.append(input_length)
+        if len(self._ids) >= self._flush_at or len(self._counts) >= self._flush_at:
+            self._flush()
 
     def _flush(self) -> None:
         """Process the buffered requests: depths, histograms, then the compacted state."""
-        if not self._ids:
+        if not self._counts:
             return
         ids = np.array(self._ids, dtype=np.int64)
         counts = np.array(self._counts, dtype=np.int64)
@@ -140,8 +163,11 @@ class LruStackEngine:
         self._ids, self._counts, self._inputs = [], [], []
         self.total_blocks += len(ids)
         prev, q, req, pos, starts, found_loc, fids, found, last_local = self._previous_accesses(ids, counts)
-        depth = self._depths(prev, q, req, starts)
-        self._accumulate(depth, req, pos, inputs)
+        prefix_max = self._prefix_max_depths(prev, q, req, starts)
+        self._accumulate(prefix_max, req, pos, inputs)
+        if self.sink is not None:
+            self.sink(DepthChunk(counts, inputs, prefix_max, len(self._known_ids) + np.cumsum(
+                np.bincount(req[prev < 0], minlength=len(counts)))))
         self._compact(len(ids), found_loc, fids, found, last_local)
         self._flush_at = min(max(self.chunk_accesses, len(self._known_ids) // 4), _MAX_CHUNK_ACCESSES)
 
@@ -185,25 +211,37 @@ class LruStackEngine:
         last_local = order[np.flatnonzero(last)]  # chunk index of each distinct id's last access
         return prev, q, req, pos, starts, loc, fids, found, last_local
 
-    def _depths(self, prev: np.ndarray, q: np.ndarray, req: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        """Stack depth [blocks] of each access before its request; _INF_DEPTH if never seen."""
-        d = len(self._known_ids)
-        if d + len(prev) >= _INF_DEPTH:
-            raise InputError("trace too large for the LRU curve (2^36 distinct blocks)")
-        depth = np.full(len(prev), _INF_DEPTH, np.int64)
-        seen = q >= 0
-        q_seen = q[seen]
-        prefix = starts[req[seen]]  # earlier accesses of the chunk: indices 0 .. start-1
-        newer = count_prefix_at_least(prev + 1, prefix, q_seen + 1)  # accesses re-touching slots >= q
-        depth[seen] = (d + prefix - q_seen) - newer
-        return depth
+    def _prefix_max_depths(self, prev: np.ndarray, q: np.ndarray, req: np.ndarray,
+                           starts: np.ndarray) -> np.ndarray:
+        """Per access: the largest stack depth [blocks] among its request's blocks up to it, before the request.
 
-    def _accumulate(self, depth: np.ndarray, req: np.ndarray, pos: np.ndarray, inputs: np.ndarray) -> None:
-        """Add each access's tokens and one block to the histograms at its request's prefix-max depth."""
+        INF_DEPTH once a block of the request up to it was never seen. Depths are counted only where they
+        can matter: for the seen blocks before the request's first unseen one.
+        """
+        d = len(self._known_ids)
+        if d + len(prev) >= INF_DEPTH:
+            raise InputError("trace too large for the LRU curve (2^36 distinct blocks)")
+        n = len(prev)
+        depth = np.full(n, INF_DEPTH, np.int64)
+        if n == 0:
+            return depth
+        unseen_so_far = np.cumsum(q < 0)
+        unseen_so_far -= (unseen_so_far - (q < 0))[starts[req]]  # per request: unseen blocks up to here
+        need = np.flatnonzero(unseen_so_far == 0)
+        if len(need):
+            q_need = q[need]
+            prefix = starts[req[need]]  # earlier accesses of the chunk: indices 0 .. start-1
+            kept = prev >= 0  # an access to a never-seen block re-touches no slot: it never counts
+            kept_before = np.concatenate(([0], np.cumsum(kept)))
+            newer = count_prefix_at_least(prev[kept] + 1, kept_before[prefix], q_need + 1)
+            depth[need] = (d + prefix - q_need) - newer  # distinct blocks touched since its last access
         offset = req * _DEPTH_SPAN  # segmented running max: each request starts above the previous
-        prefix_max = np.maximum.accumulate(depth + offset) - offset
+        return np.maximum.accumulate(depth + offset) - offset
+
+    def _accumulate(self, prefix_max: np.ndarray, req: np.ndarray, pos: np.ndarray, inputs: np.ndarray) -> None:
+        """Add each access's tokens and one block to the histograms at its request's prefix-max depth."""
         tokens = np.minimum(self.block_tokens, inputs[req] - pos * self.block_tokens)
-        finite = prefix_max < _INF_DEPTH
+        finite = prefix_max < INF_DEPTH
         keys = prefix_max[finite]
         if not len(keys):
             return
