@@ -162,3 +162,26 @@ def test_compare_trace_mix_equals_direct_replay(tmp_path: Path, capacity_tokens)
     got = {(s.label, s.context_tokens, s.cached_tokens, s.output_tokens): s.count for s in m.prefix_tree.slices}
     assert got == expected
     assert (m.reused_tokens, m.peak_cached_blocks) == (sim.reused_tokens, sim.peak_cached_blocks)
+
+
+# ---------------------------------------------------------------- the reader's pieces
+
+
+def test_pieces_keep_line_numbers_and_one_object_per_line(tmp_path: Path, monkeypatch) -> None:
+    # read 64 bytes at a time: lines span reads, one line (300 ids) is longer than several reads
+    import kvcalc.trace.reader as reader
+
+    monkeypatch.setattr(reader, "READ_BYTES", 64)
+    long_ids = list(range(300))
+    lines = [GOOD, "", "  ", json.dumps({"timestamp": 1, "input_length": 1200, "output_length": 1,
+                                         "hash_ids": long_ids}), GOOD, GOOD + " " + GOOD, GOOD]
+    path = write(tmp_path / "p.jsonl", lines)
+    got = list(read_trace(path, block_tokens=4, skip_bad=True))
+    assert [r.line_number for r in got] == [1, 4, 5, 7]  # blank lines 2-3 ignored; line 6 has two objects
+    assert got[1].hash_ids == tuple(long_ids)
+    with pytest.raises(InputError, match=r"p\.jsonl:6: malformed JSON"):
+        list(read_trace(path, block_tokens=4))
+    # the same file without a final newline, read in one piece
+    monkeypatch.setattr(reader, "READ_BYTES", 1 << 16)
+    Path(path).write_text("\n".join(lines[:5]))
+    assert [r.line_number for r in read_trace(path, block_tokens=4)] == [1, 4, 5]

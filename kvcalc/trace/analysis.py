@@ -33,15 +33,13 @@ class TraceAnalysis:
 def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
                   block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru",
                   skip_bad: bool = False, keep_profile: bool = False,
-                  sink: Callable[[DepthChunk], None] | None = None,
-                  on_request: Callable[[int, int], None] | None = None) -> TraceAnalysis:
+                  sink: Callable[[DepthChunk], None] | None = None) -> TraceAnalysis:
     """Statistics plus one result per capacity [tokens] (None = infinite), in one streaming pass.
 
     LRU results come from the stack-depth profile (one pass answers every capacity); FIFO replays one
     OrderedDict per capacity beside it. ``keep_profile`` returns the :class:`LruProfile`, which answers
     capacities chosen after the pass (e.g. a grid up to the working set). ``sink`` receives the engine's
-    per-request depths chunk by chunk; ``on_request(input_length, output_length)`` [tokens] is called per
-    request, in order (the requests of a chunk before it reaches ``sink``).
+    per-request depths chunk by chunk (:class:`DepthChunk`).
     """
     check_policy(policy)
     check_block_tokens(block_tokens)
@@ -53,15 +51,12 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
     stats = StatsAccumulator(block_tokens)
     engine = LruStackEngine(block_tokens, sink=sink)
     sims = [CacheSimulator(c, block_tokens, policy) for c in capacities_tokens] if policy != "lru" else []
-    engine_add, stats_add = engine.add, stats.add
-    for _, rec in reader.records():
-        ids, n_in = rec.hash_ids, rec.input_length
-        if on_request is not None:
-            on_request(n_in, rec.output_length)
-        stats_add(rec.timestamp, n_in, rec.output_length)
-        engine_add(ids, n_in)
+    for records, _ in reader.batches():
+        stats.add_records(records)
+        engine.add_records(records)
         for sim in sims:
-            sim.add(ids, n_in)
+            for r in records:
+                sim.add(r.hash_ids, r.input_length)
     skipped = reader.skipped_lines
     profile = engine.finish(skipped)
     if sims:

@@ -77,20 +77,15 @@ def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: 
     capacity_blocks = capacity_blocks_for(capacity_tokens, block_tokens)
     lru: Counter = Counter()
     tree: Counter = Counter()
-    pending_outputs: list[int] = []
 
     def sink(chunk: DepthChunk) -> None:
-        n = len(chunk.counts)
-        outputs = pending_outputs[:n]
-        del pending_outputs[:n]
         reused = np.minimum(chunk.hit_blocks(capacity_blocks) * block_tokens, chunk.inputs)
-        for input_length, cached, output in zip(chunk.inputs.tolist(), reused.tolist(), outputs):
+        for input_length, cached, output in zip(chunk.inputs.tolist(), reused.tolist(), chunk.outputs):
             label = input_class(input_length)
             lru[(label, input_length, 0, output)] += 1
             tree[(label, input_length, cached, output)] += 1
 
-    analysis = analyze_trace(path, [capacity_tokens], block_tokens, "lru", skip_bad, sink=sink,
-                             on_request=lambda _, output: pending_outputs.append(output))
+    analysis = analyze_trace(path, [capacity_tokens], block_tokens, "lru", skip_bad, sink=sink)
     r = analysis.results[0]
     if r.input_tokens == 0:
         raise InputError(f"{path}: the trace's requests have no input tokens: nothing to prefill or reuse")

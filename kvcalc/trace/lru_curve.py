@@ -72,6 +72,7 @@ class DepthChunk:
 
     counts: np.ndarray  # blocks per request [blocks], int64
     inputs: np.ndarray  # input length per request [tokens], int64
+    outputs: list[int]  # output length per request [tokens] (exact integers)
     prefix_max: np.ndarray  # per access, in order: max stack depth of the request's blocks up to it [blocks];
     # INF_DEPTH from the request's first never-seen block on
     distinct_after: np.ndarray  # distinct blocks seen after each request [blocks]
@@ -93,6 +94,10 @@ def count_prefix_at_least(values: np.ndarray, prefix_len: np.ndarray, thresholds
     n_queries = len(prefix_len)
     if n_queries == 0:
         return np.zeros(0, np.int64)
+    # only how values compare with thresholds matters: rank both among the distinct thresholds (fewer bits)
+    levels = np.unique(thresholds)
+    values = np.searchsorted(levels, values, side="right")  # thresholds <= value
+    thresholds = np.searchsorted(levels, thresholds, side="left") + 1  # v >= t  <=>  rank(v) >= rank(t)
     top = max(int(values.max()) if n_values else 0, int(thresholds.max())).bit_length()
     dtype = np.int32 if top < 31 and n_values < 2**31 else np.int64
     current = values.astype(dtype)
@@ -141,15 +146,31 @@ class LruStackEngine:
         self._ids: list[int] = []
         self._counts: list[int] = []
         self._inputs: list[int] = []
+        self._outputs: list[int] = []
         self.requests = self.input_tokens = self.total_blocks = 0
 
-    def add(self, hash_ids: Sequence[int], input_length: int) -> None:
+    def add(self, hash_ids: Sequence[int], input_length: int, output_length: int = 0) -> None:
         """Buffer one request; a full buffer (accesses or requests) is processed as a chunk."""
         self.requests += 1
         self.input_tokens += input_length
         self._ids.extend(hash_ids)
         self._counts.append(len(hash_ids))
         self._inputs.append(input_length)
+        self._outputs.append(output_length)
+        if len(self._ids) >= self._flush_at or len(self._counts) >= self._flush_at:
+            self._flush()
+
+    def add_records(self, records: Sequence) -> None:
+        """Buffer requests given as records with ``hash_ids``, ``input_length`` and ``output_length``."""
+        ids_extend = self._ids.extend
+        for r in records:
+            ids_extend(r.hash_ids)
+        self._counts += [len(r.hash_ids) for r in records]
+        inputs = [r.input_length for r in records]
+        self._inputs += inputs
+        self._outputs += [r.output_length for r in records]
+        self.requests += len(records)
+        self.input_tokens += sum(inputs)
         if len(self._ids) >= self._flush_at or len(self._counts) >= self._flush_at:
             self._flush()
 
@@ -160,13 +181,14 @@ class LruStackEngine:
         ids = np.array(self._ids, dtype=np.int64)
         counts = np.array(self._counts, dtype=np.int64)
         inputs = np.array(self._inputs, dtype=np.int64)
-        self._ids, self._counts, self._inputs = [], [], []
+        outputs = self._outputs
+        self._ids, self._counts, self._inputs, self._outputs = [], [], [], []
         self.total_blocks += len(ids)
         prev, q, req, pos, starts, found_loc, fids, found, last_local = self._previous_accesses(ids, counts)
         prefix_max = self._prefix_max_depths(prev, q, req, starts)
         self._accumulate(prefix_max, req, pos, inputs)
         if self.sink is not None:
-            self.sink(DepthChunk(counts, inputs, prefix_max, len(self._known_ids) + np.cumsum(
+            self.sink(DepthChunk(counts, inputs, outputs, prefix_max, len(self._known_ids) + np.cumsum(
                 np.bincount(req[prev < 0], minlength=len(counts)))))
         self._compact(len(ids), found_loc, fids, found, last_local)
         self._flush_at = min(max(self.chunk_accesses, len(self._known_ids) // 4), _MAX_CHUNK_ACCESSES)
@@ -215,28 +237,39 @@ class LruStackEngine:
                            starts: np.ndarray) -> np.ndarray:
         """Per access: the largest stack depth [blocks] among its request's blocks up to it, before the request.
 
-        INF_DEPTH once a block of the request up to it was never seen. Depths are counted only where they
-        can matter: for the seen blocks before the request's first unseen one.
+        INF_DEPTH once a block of the request up to it was never seen. Before a request, a block last used
+        at an older slot is at least as deep (LRU stack order: depth never rises with the slot), so the
+        largest depth so far is the depth of the oldest slot so far: depths are counted only where a
+        request's running minimum slot drops (usually its first block only, as a shared prefix was last
+        used in order), and only for the seen blocks before the request's first unseen one.
         """
         d = len(self._known_ids)
         if d + len(prev) >= INF_DEPTH:
             raise InputError("trace too large for the LRU curve (2^36 distinct blocks)")
         n = len(prev)
-        depth = np.full(n, INF_DEPTH, np.int64)
+        prefix_max = np.full(n, INF_DEPTH, np.int64)
         if n == 0:
-            return depth
-        unseen_so_far = np.cumsum(q < 0)
-        unseen_so_far -= (unseen_so_far - (q < 0))[starts[req]]  # per request: unseen blocks up to here
-        need = np.flatnonzero(unseen_so_far == 0)
-        if len(need):
-            q_need = q[need]
-            prefix = starts[req[need]]  # earlier accesses of the chunk: indices 0 .. start-1
-            kept = prev >= 0  # an access to a never-seen block re-touches no slot: it never counts
-            kept_before = np.concatenate(([0], np.cumsum(kept)))
-            newer = count_prefix_at_least(prev[kept] + 1, kept_before[prefix], q_need + 1)
-            depth[need] = (d + prefix - q_need) - newer  # distinct blocks touched since its last access
-        offset = req * _DEPTH_SPAN  # segmented running max: each request starts above the previous
-        return np.maximum.accumulate(depth + offset) - offset
+            return prefix_max
+        unseen = q < 0
+        unseen_so_far = np.cumsum(unseen)
+        unseen_so_far -= (unseen_so_far - unseen)[starts[req]]  # per request: unseen blocks up to here
+        need = np.flatnonzero(unseen_so_far == 0)  # per request, a leading run: empty or from its first block
+        if not len(need):
+            return prefix_max
+        q_need, req_need = q[need], req[need]
+        shift = req_need * _DEPTH_SPAN  # segmented running min: each request starts below the previous
+        oldest = np.minimum.accumulate(q_need - shift) + shift
+        record = np.flatnonzero(oldest == q_need)  # a new oldest slot (always a request's first needed block)
+        q_rec = q_need[record]
+        prefix = starts[req_need[record]]  # earlier accesses of the chunk: indices 0 .. start-1
+        kept = prev >= 0  # an access to a never-seen block re-touches no slot: it never counts
+        kept_before = np.concatenate(([0], np.cumsum(kept)))
+        newer = count_prefix_at_least(prev[kept] + 1, kept_before[prefix], q_rec + 1)
+        depth_rec = (d + prefix - q_rec) - newer  # distinct blocks touched since that slot
+        filled = np.zeros(len(need), np.int64)
+        filled[record] = np.arange(len(record))
+        prefix_max[need] = depth_rec[np.maximum.accumulate(filled)]  # each block: its latest record's depth
+        return prefix_max
 
     def _accumulate(self, prefix_max: np.ndarray, req: np.ndarray, pos: np.ndarray, inputs: np.ndarray) -> None:
         """Add each access's tokens and one block to the histograms at its request's prefix-max depth."""
@@ -263,13 +296,19 @@ class LruStackEngine:
         alive[:d] = True
         alive[self._known_slot[loc[found]]] = False  # re-accessed: their old slot is dead
         alive[d + last_local] = True
-        new_slot = np.cumsum(alive) - 1
-        known_slot = new_slot[self._known_slot]
+        new_slot = np.cumsum(alive)
+        del alive
+        new_slot -= 1
+        known_slot = self._known_slot
+        np.take(new_slot, known_slot, out=known_slot)  # in place: the state is the largest array here
         chunk_slot = new_slot[d + last_local]
+        del new_slot
         known_slot[loc[found]] = chunk_slot[found]
         fresh = ~found
-        self._known_ids = np.insert(self._known_ids, loc[fresh], fids[fresh])
+        self._known_slot = None  # the old arrays go as their successors are built
         self._known_slot = np.insert(known_slot, loc[fresh], chunk_slot[fresh])
+        del known_slot
+        self._known_ids = np.insert(self._known_ids, loc[fresh], fids[fresh])
 
     def finish(self, skipped_lines: int = 0) -> LruProfile:
         """The cumulative histograms of everything added."""
@@ -293,7 +332,7 @@ def lru_profile_of_requests(requests: Iterable[TraceRequest], block_tokens: int 
     """LRU depth histograms of in-memory requests (one pass)."""
     engine = LruStackEngine(block_tokens, chunk_accesses)
     for request in requests:
-        engine.add(request.hash_ids, request.input_length)
+        engine.add(request.hash_ids, request.input_length, request.output_length)
     return engine.finish(skipped_lines)
 
 
@@ -302,8 +341,8 @@ def lru_profile(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip
     """LRU depth histograms of a trace file, in one streaming pass."""
     reader = read_trace(path, block_tokens, skip_bad)
     engine = LruStackEngine(block_tokens, chunk_accesses)
-    for request in reader:
-        engine.add(request.hash_ids, request.input_length)
+    for records, _ in reader.batches():
+        engine.add_records(records)
     return engine.finish(reader.skipped_lines)
 
 

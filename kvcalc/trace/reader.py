@@ -10,9 +10,9 @@ Trace format (Mooncake; one JSON object per line, blank lines ignored; other fie
   same position means the whole prefix up to and including that block is identical. Ids must fit in a
   signed 64-bit integer.
 
-Reading is streaming (line by line; the file is never read whole, and nothing is kept per request). Each line
-is decoded by msgspec into a typed record that validates types and bounds as it decodes (one C call per
-line); a line it refuses is decoded again with the standard library's ``json`` to say exactly what is wrong,
+Reading is streaming (64 KiB of whole lines at a time; the file is never read whole, and nothing is kept per
+request). Lines are decoded by msgspec into typed records that validate types and bounds as they decode (one
+C call per piece of lines); a line it refuses is decoded again with the standard library's ``json`` to say exactly what is wrong,
 so messages do not depend on the decoder. A bad line raises :class:`InputError` with one line
 ``FILE:LINE: problem``; with ``skip_bad=True`` bad lines are skipped and counted instead (``skipped_lines`` in
 every result). Hostile lines (nested 100,000 deep, numbers of thousands of digits) are bad lines, never a
@@ -24,8 +24,8 @@ This module computes; it never prints.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -37,6 +37,8 @@ _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 MAX_TIMESTAMP_MS = 2**53  # |timestamp| bound [ms]: integers up to 2^53 are exact as floats
 _REQUIRED_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+READ_BYTES = 1 << 16  # the file is read 64 KiB at a time, cut after the last whole line
+_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
 
 
 class TraceRequest(NamedTuple):
@@ -76,7 +78,7 @@ def _decoder():
         ("input_length", tokens), ("output_length", tokens),
         ("hash_ids", list[Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]]),
     ])
-    return msgspec.json.Decoder(line).decode, (msgspec.DecodeError, RecursionError)
+    return msgspec.json.Decoder(line), (msgspec.DecodeError, RecursionError)
 
 
 def _check_length(obj: dict, field: str) -> str | None:
@@ -146,9 +148,9 @@ def _problem_of(line: bytes | str, block_tokens: int) -> str:
 def parse_trace_line(line: bytes | str, block_tokens: int = DEFAULT_BLOCK_TOKENS,
                      line_number: int = 0) -> tuple[TraceRequest | None, str | None]:
     """Parse one non-blank line -> (request, None) or (None, problem) [problem: one line, no location]."""
-    decode, errors = _decoder()
+    decoder, errors = _decoder()
     try:
-        rec = decode(line)
+        rec = decoder.decode(line)
     except errors:
         return None, _problem_of(line, block_tokens)
     problem = _ids_problem(len(rec.hash_ids), rec.input_length, block_tokens)
@@ -196,36 +198,89 @@ class TraceReader:
         except OSError as exc:
             raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
 
-    def records(self) -> Iterator[tuple[int, object]]:
-        """(line number, record) per valid line; a record has ``timestamp`` [ms] (float), ``input_length``,
-        ``output_length`` [tokens] and ``hash_ids`` (a list). Records are not kept: consume each at once."""
+    def batches(self) -> Iterator[tuple[list, Sequence[int]]]:
+        """(records, their line numbers) per ~64 KiB of whole lines of the file, in order.
+
+        A record has ``timestamp`` [ms] (float), ``input_length``, ``output_length`` [tokens] and ``hash_ids``
+        (a list). A piece whose lines are all good (one object each, no blank line, ids that fit) is decoded in
+        one msgspec call; any other piece is read again line by line, which names or skips the bad lines.
+        Nothing is kept between pieces: memory is one piece, whatever the trace's length.
+        """
         self.requests = self.skipped_lines = 0
         self.first_problem = None
-        decode, errors = _decoder()
-        block_tokens = self.block_tokens
+        decoder, errors = _decoder()
+        lines_before = 0
         with self._open() as handle:
-            line_number = 0
-            for line in handle:
-                line_number += 1
-                try:
-                    rec = decode(line)
-                except errors:
-                    if line.strip():
-                        self._bad(line_number, _problem_of(line, block_tokens))
-                    continue
-                n = rec.input_length
-                if len(rec.hash_ids) != (n + block_tokens - 1) // block_tokens:
-                    self._bad(line_number, _problem_of(line, block_tokens))
-                    continue
-                self.requests += 1
-                yield line_number, rec
+            for piece in _pieces(handle):
+                n_lines = piece.count(b"\n") + 1
+                records = self._whole_piece(piece, n_lines, decoder, errors)
+                if records is not None:
+                    self.requests += len(records)
+                    yield records, range(lines_before + 1, lines_before + 1 + n_lines)
+                else:  # one line at a time: the good lines before a bad one are delivered before it raises
+                    for line_number, rec in self._line_by_line(piece, lines_before, decoder, errors):
+                        self.requests += 1
+                        yield [rec], (line_number,)
+                lines_before += n_lines
         if self.requests == 0:
             skipped = f" ({self.skipped_lines} bad lines skipped)" if self.skipped_lines else ""
             raise InputError(f"{self.path}: no requests in the trace{skipped}")
 
+    def _whole_piece(self, piece: bytes, n_lines: int, decoder, errors) -> list | None:
+        """The piece's records if every line is one good request, else None."""
+        try:
+            records = decoder.decode_lines(piece)
+        except errors:
+            return None
+        if len(records) != n_lines or _BLANK_LINE.search(b"\n" + piece + b"\n"):
+            return None  # a blank line, or two objects on one line (one object per line is the format)
+        b = self.block_tokens
+        if any(len(r.hash_ids) != (r.input_length + b - 1) // b for r in records):
+            return None
+        return records
+
+    def _line_by_line(self, piece: bytes, lines_before: int, decoder, errors) -> Iterator[tuple[int, object]]:
+        """(line number, record) of the good lines of a piece; bad lines raise or are counted (skip_bad)."""
+        b = self.block_tokens
+        for line_number, line in enumerate(piece.split(b"\n"), start=lines_before + 1):
+            try:
+                rec = decoder.decode(line)
+            except errors:
+                if line.strip():
+                    self._bad(line_number, _problem_of(line, b))
+                continue
+            if len(rec.hash_ids) != (rec.input_length + b - 1) // b:
+                self._bad(line_number, _problem_of(line, b))
+                continue
+            yield line_number, rec
+
+    def records(self) -> Iterator[tuple[int, object]]:
+        """(line number, record) per valid line (see :meth:`batches`)."""
+        for records, numbers in self.batches():
+            yield from zip(numbers, records)
+
     def __iter__(self) -> Iterator[TraceRequest]:
         for line_number, rec in self.records():
             yield TraceRequest(rec.timestamp, rec.input_length, rec.output_length, tuple(rec.hash_ids), line_number)
+
+
+def _pieces(handle) -> Iterator[bytes]:
+    """Whole lines of an open binary file, READ_BYTES at a time, without their last newline."""
+    parts: list[bytes] = []
+    while True:
+        data = handle.read(READ_BYTES)
+        if not data:
+            break
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            parts.append(data)  # a line longer than one read: joined once its end is found
+            continue
+        head = data[:cut]
+        yield b"".join(parts) + head if parts else head
+        parts = [data[cut + 1:]]
+    tail = b"".join(parts)
+    if tail:
+        yield tail
 
 
 def read_trace(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False) -> TraceReader:

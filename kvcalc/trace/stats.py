@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +70,14 @@ class StatsAccumulator:
             self.first_ms = timestamp_ms
         if timestamp_ms > self.last_ms:
             self.last_ms = timestamp_ms
+
+    def add_records(self, records: Sequence) -> None:
+        """Account requests given as records with ``timestamp`` [ms], ``input_length``, ``output_length``."""
+        self.input_lengths.extend([r.input_length for r in records])
+        self.output_lengths.extend([r.output_length for r in records])
+        timestamps = [r.timestamp for r in records]
+        self.first_ms = min(self.first_ms, min(timestamps))
+        self.last_ms = max(self.last_ms, max(timestamps))
 
     def finish(self, skipped_lines: int, profile: LruProfile) -> TraceStats:
         """The statistics of everything added; block figures from ``profile`` (the same requests)."""
