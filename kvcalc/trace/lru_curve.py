@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,6 +61,12 @@ class LruProfile:
             self.input_tokens, int(self.reused_tokens_upto[d]), self.total_blocks,
             int(self.hit_blocks_upto[d]), d,
         )
+
+
+class _Request(NamedTuple):
+    hash_ids: Sequence[int]
+    input_length: int
+    output_length: int
 
 
 @dataclass(frozen=True)
@@ -143,7 +151,8 @@ class LruStackEngine:
         self._known_slot = np.zeros(0, np.int64)
         self._hist_tokens = np.zeros(1, np.int64)  # index: prefix-max depth [blocks]
         self._hist_blocks = np.zeros(1, np.int64)
-        self._ids: list[int] = []
+        self._id_parts: list[np.ndarray] = []  # int64 ids per batch: 8 bytes an access, no Python ints kept
+        self._buffered = 0  # accesses in _id_parts
         self._counts: list[int] = []
         self._inputs: list[int] = []
         self._outputs: list[int] = []
@@ -151,38 +160,33 @@ class LruStackEngine:
 
     def add(self, hash_ids: Sequence[int], input_length: int, output_length: int = 0) -> None:
         """Buffer one request; a full buffer (accesses or requests) is processed as a chunk."""
-        self.requests += 1
-        self.input_tokens += input_length
-        self._ids.extend(hash_ids)
-        self._counts.append(len(hash_ids))
-        self._inputs.append(input_length)
-        self._outputs.append(output_length)
-        if len(self._ids) >= self._flush_at or len(self._counts) >= self._flush_at:
-            self._flush()
+        self.add_records((_Request(hash_ids, input_length, output_length),))
 
     def add_records(self, records: Sequence) -> None:
         """Buffer requests given as records with ``hash_ids``, ``input_length`` and ``output_length``."""
-        ids_extend = self._ids.extend
-        for r in records:
-            ids_extend(r.hash_ids)
-        self._counts += [len(r.hash_ids) for r in records]
+        ids = [r.hash_ids for r in records]
+        counts = list(map(len, ids))
+        n = sum(counts)
+        self._id_parts.append(np.fromiter(chain.from_iterable(ids), np.int64, count=n))
+        self._buffered += n
+        self._counts += counts
         inputs = [r.input_length for r in records]
         self._inputs += inputs
         self._outputs += [r.output_length for r in records]
         self.requests += len(records)
         self.input_tokens += sum(inputs)
-        if len(self._ids) >= self._flush_at or len(self._counts) >= self._flush_at:
+        if self._buffered >= self._flush_at or len(self._counts) >= self._flush_at:
             self._flush()
 
     def _flush(self) -> None:
         """Process the buffered requests: depths, histograms, then the compacted state."""
         if not self._counts:
             return
-        ids = np.array(self._ids, dtype=np.int64)
+        ids = np.concatenate(self._id_parts) if len(self._id_parts) > 1 else self._id_parts[0]
         counts = np.array(self._counts, dtype=np.int64)
         inputs = np.array(self._inputs, dtype=np.int64)
         outputs = self._outputs
-        self._ids, self._counts, self._inputs, self._outputs = [], [], [], []
+        self._id_parts, self._buffered, self._counts, self._inputs, self._outputs = [], 0, [], [], []
         self.total_blocks += len(ids)
         prev, q, req, pos, starts, found_loc, fids, found, last_local = self._previous_accesses(ids, counts)
         prefix_max = self._prefix_max_depths(prev, q, req, starts)
@@ -314,16 +318,20 @@ class LruStackEngine:
         """The cumulative histograms of everything added."""
         self._flush()
         distinct = len(self._known_ids)
-        tokens = np.zeros(distinct + 1, np.int64)
-        blocks = np.zeros(distinct + 1, np.int64)
-        size = min(len(self._hist_tokens), distinct + 1)
-        tokens[:size] = self._hist_tokens[:size]
-        blocks[:size] = self._hist_blocks[:size]
+        tokens, blocks = (_cumulative(hist, distinct + 1) for hist in (self._hist_tokens, self._hist_blocks))
         return LruProfile(
             block_tokens=self.block_tokens, requests=self.requests, skipped_lines=skipped_lines,
             input_tokens=self.input_tokens, total_blocks=self.total_blocks, distinct_blocks=distinct,
-            reused_tokens_upto=np.cumsum(tokens), hit_blocks_upto=np.cumsum(blocks),
+            reused_tokens_upto=tokens, hit_blocks_upto=blocks,
         )
+
+
+def _cumulative(hist: np.ndarray, size: int) -> np.ndarray:
+    """Running sums of ``hist`` padded or cut to ``size`` entries (one new array, summed in place)."""
+    out = np.zeros(size, np.int64)
+    n = min(len(hist), size)
+    out[:n] = hist[:n]
+    return np.cumsum(out, out=out)
 
 
 def lru_profile_of_requests(requests: Iterable[TraceRequest], block_tokens: int = DEFAULT_BLOCK_TOKENS,
