@@ -10,7 +10,14 @@ by ``m_j``; cumulative sums give reused tokens and hit blocks at every capacity 
 replays exactly. Depths are computed with numpy in chunks of requests: timestamps are compacted to the
 live blocks at each chunk start, and within a chunk the depth of a block last seen at slot ``q``, for a
 request starting at slot ``s``, is ``(s - q) - #{earlier accesses j in the chunk with prev(j) >= q}``,
-counted for all accesses at once with a wavelet matrix. Memory: the distinct blocks plus one chunk.
+counted for all accesses at once with a wavelet matrix. Depth never rises with the slot, so ``m_j`` is the
+depth of the oldest slot among ``q_0..q_j``: only the accesses where that minimum drops are counted (mostly
+one per request). Memory: the distinct blocks plus one chunk.
+
+This is kvcalc's one LRU engine: one capacity, several, the curve, the infinite cache and the distinct blocks
+of the trace statistics all come from it. Per-request answers (e.g. one capacity's reuse per request for
+``compare --trace``, or tiers of inclusive caches) come from an engine ``sink``, which receives every chunk as a
+:class:`DepthChunk` (blocks, input and output per request; each access's ``m_j``).
 
 This module computes; it never prints.
 """

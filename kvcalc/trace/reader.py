@@ -23,7 +23,6 @@ This module computes; it never prints.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
@@ -104,6 +103,8 @@ def _ids_problem(n_ids: int, input_length: int, block_tokens: int) -> str | None
 
 def _problem_of(line: bytes | str, block_tokens: int) -> str:
     """Why a line the typed decoder refused is bad, decoded again with ``json`` (one line, no location)."""
+    import json  # only for lines msgspec refused
+
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")
