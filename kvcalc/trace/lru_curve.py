@@ -194,14 +194,19 @@ class LruStackEngine:
         inputs = np.array(self._inputs, dtype=np.int64)
         outputs = self._outputs
         self._id_parts, self._buffered, self._counts, self._inputs, self._outputs = [], 0, [], [], []
-        self.total_blocks += len(ids)
+        n = len(ids)
+        self.total_blocks += n
         prev, q, req, pos, starts, found_loc, fids, found, last_local = self._previous_accesses(ids, counts)
+        del ids
         prefix_max = self._prefix_max_depths(prev, q, req, starts)
+        del q, starts
         self._accumulate(prefix_max, req, pos, inputs)
+        del pos
         if self.sink is not None:
             self.sink(DepthChunk(counts, inputs, outputs, prefix_max, len(self._known_ids) + np.cumsum(
                 np.bincount(req[prev < 0], minlength=len(counts)))))
-        self._compact(len(ids), found_loc, fids, found, last_local)
+        del prev, req, prefix_max  # the chunk's arrays go before the state's are rebuilt
+        self._compact(n, found_loc, fids, found, last_local)
         self._flush_at = min(max(self.chunk_accesses, len(self._known_ids) // 4), _MAX_CHUNK_ACCESSES)
 
     def _previous_accesses(self, ids: np.ndarray, counts: np.ndarray):
