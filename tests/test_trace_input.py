@@ -185,3 +185,22 @@ def test_pieces_keep_line_numbers_and_one_object_per_line(tmp_path: Path, monkey
     monkeypatch.setattr(reader, "READ_BYTES", 1 << 16)
     Path(path).write_text("\n".join(lines[:5]))
     assert [r.line_number for r in read_trace(path, block_tokens=4)] == [1, 4, 5]
+
+
+def test_depth_chunks_stream_per_request_hits(tmp_path: Path, monkeypatch) -> None:
+    # the generator a tiered replay can build on: every request once, in order, hits as the direct replay's
+    import kvcalc.trace.reader as reader
+    from kvcalc.trace.lru_curve import depth_chunks
+
+    monkeypatch.setattr(reader, "READ_BYTES", 256)  # several pieces, so several chunks of >= 7 accesses
+
+    lines = [json.dumps({"timestamp": i, "input_length": 4 * (1 + i % 4), "output_length": i,
+                         "hash_ids": [i % 5 + k for k in range(1 + i % 4)]}) for i in range(60)]
+    path = write(tmp_path / "d.jsonl", lines)
+    chunks = list(depth_chunks(path, block_tokens=4, chunk_accesses=7))
+    assert len(chunks) > 1
+    for capacity_blocks in (1, 3, None):
+        sim = CacheSimulator(None if capacity_blocks is None else 4 * capacity_blocks, 4, "lru")
+        expected = [sim.add(r.hash_ids, r.input_length) for r in read_trace(path, block_tokens=4)]
+        assert [h for c in chunks for h in c.hit_blocks(capacity_blocks).tolist()] == expected
+    assert [o for c in chunks for o in c.outputs] == list(range(60))

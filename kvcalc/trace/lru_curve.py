@@ -24,7 +24,7 @@ This module computes; it never prints.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -364,6 +364,20 @@ def lru_profile(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip
     for records, _ in reader.batches():
         engine.add_records(records)
     return engine.finish(reader.skipped_lines)
+
+
+def depth_chunks(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False,
+                 chunk_accesses: int = DEFAULT_CHUNK_ACCESSES) -> Iterator[DepthChunk]:
+    """The engine's per-request depths of a trace file, chunk by chunk, in one streaming pass (see
+    :class:`DepthChunk`; e.g. ``chunk.hit_blocks(C)`` is each request's hit run at a cache of C blocks)."""
+    pending: list[DepthChunk] = []
+    engine = LruStackEngine(block_tokens, chunk_accesses, sink=pending.append)
+    for records, _ in read_trace(path, block_tokens, skip_bad).batches():
+        engine.add_records(records)
+        yield from pending
+        pending.clear()
+    engine.finish()
+    yield from pending
 
 
 def lru_curve_of_requests(requests: Iterable[TraceRequest], capacities_tokens: Sequence[int | None],
