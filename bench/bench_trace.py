@@ -1,22 +1,27 @@
-"""Benchmark trace replay: one-capacity OrderedDict replay vs the one-pass LRU curve.
+"""Benchmark trace replay against a 40-line OrderedDict replay, whole processes side by side (issue 14).
 
 Run by hand (not by pytest), from anywhere:
 
-    python bench/bench_trace.py [--trace PATH] [--copies 20] [--repeats 3] [--capacity 10000000] [--points 20]
+    python bench/bench_trace.py [--trace PATH] [--copies 20] [--runs 7] [--capacity 3m]
 
 The default trace is ../shared/traces/mooncake_synthetic_trace.jsonl relative to the repository root; when it
-is absent the script says so and exits 0. It also builds a trace ``--copies`` times larger in a temporary
-file (each copy's hash ids are offset so copies share no block, and its timestamps are offset to follow the
-previous copy).
+is absent the script says so and exits 0. The script builds a trace ``--copies`` times larger in a temporary
+directory (copy k's hash ids are offset by k x (largest id + 1), so copies share no block, and its timestamps
+follow the previous copy's).
 
-Every measurement runs in its own subprocess, which times ``--repeats`` runs (median reported) and then
-reports its peak resident memory (VmHWM from /proc/self/status on Linux, else ``ru_maxrss``; the whole
-process: Python, numpy and the work), the resident memory after imports (baseline), and, from one extra untimed run under
-``tracemalloc``, the peak of memory allocated by the run itself (Python objects and numpy arrays).
+Each round runs every command once, in a fresh process, one after the other (paired: drift hits all alike);
+a command's figure is its median over ``--runs`` rounds, and a ratio is the median of the per-round ratios.
+Peak memory is the child's own peak resident set (VmHWM, read by the child as it ends, see
+:data:`WRAPPER`; whole processes, interpreter and imports included). Commands:
 
-Timed, per trace: ``single`` = ``replay(path, capacity)`` (read + validate + OrderedDict LRU);
-``curve`` = ``lru_curve(path, 20 capacities)`` (read + validate + stack depths). Also ``core``: the requests
-are first loaded in memory and only the replay engines are timed (ratio of the engines without the reading).
+- ``reference``: :data:`REFERENCE`, a 40-line script (json.loads + OrderedDict LRU) at the single capacity;
+- ``single``: ``kvcalc trace FILE --capacity C --format json`` (LRU via the stack-depth engine, statistics too);
+- ``curve``: ``kvcalc trace FILE --curve --format json`` (20 capacities up to the working set, one pass);
+- ``infinite``: ``kvcalc trace FILE --capacity inf --format json``.
+
+Also checked: the reference and ``single`` reuse the same tokens (results identical), and on the 1x trace the
+README's figures (31.5% at 3m, 57.7% at 10m, 65.1% infinite). JSON output is timed so that table rendering,
+which is not the trace engine, does not blur the comparison.
 """
 
 from __future__ import annotations
@@ -24,20 +29,55 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "mooncake_synthetic_trace.jsonl"
 
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+# The reference: the simplest correct LRU replay of a Mooncake trace at one capacity (the semantics of
+# kvcalc.trace.replay). Prints "reused_tokens input_tokens".
+REFERENCE = '''\
+import json
+import sys
+from collections import OrderedDict
+
+
+def replay(path, capacity_tokens, block_tokens=512):
+    capacity_blocks = capacity_tokens // block_tokens
+    cache = OrderedDict()
+    reused = input_tokens = 0
+    with open(path, "rb") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            ids = request["hash_ids"]
+            length = request["input_length"]
+            hit = 0
+            for h in ids:
+                if h not in cache:
+                    break
+                hit += 1
+            for h in ids:
+                if h in cache:
+                    cache.move_to_end(h)
+                else:
+                    cache[h] = None
+                    if len(cache) > capacity_blocks:
+                        cache.popitem(last=False)
+            input_tokens += length
+            reused += min(hit * block_tokens, length)
+    return reused, input_tokens
+
+
+if __name__ == "__main__":
+    print(*replay(sys.argv[1], int(sys.argv[2])))
+'''
 
 
 def build_scaled_trace(source: Path, copies: int, target: Path) -> None:
@@ -65,123 +105,142 @@ def build_scaled_trace(source: Path, copies: int, target: Path) -> None:
                     out.write(json.dumps(obj) + "\n")
 
 
-def _peak_rss_bytes() -> int:
-    """Peak resident memory of this process so far [B].
+# Runs a script or module as __main__, then reports the process's own peak RSS on stderr: VmHWM (Linux) starts
+# afresh at exec, where ru_maxrss also counts the parent's resident set copied by fork (the bench's own ~16 MB).
+WRAPPER = """\
+import runpy, sys
+kind, target, *args = sys.argv[1:]
+sys.argv = [target, *args]
+code = 0
+try:
+    if kind == "module":
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(target, run_name="__main__")
+except SystemExit as exc:
+    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+sys.stdout.flush()
+peak = 0
+try:
+    with open("/proc/self/status") as status:
+        peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+except (OSError, StopIteration):
+    pass
+sys.stderr.write(f"\\nPEAK_RSS {peak}\\n")
+sys.exit(code)
+"""
 
-    Linux: VmHWM of /proc/self/status (reset by exec; ``ru_maxrss`` is not: it keeps the parent's peak
-    across fork + exec). Elsewhere: ru_maxrss (KiB on Linux, bytes on macOS).
-    """
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss if sys.platform == "darwin" else rss * 1024
 
-
-def _child(kind: str, path: str, capacity: int, capacities: list[int], repeats: int) -> dict:
-    """Run one measurement in this (child) process; returns times [s] and memory [B]."""
-    from kvcalc.trace import lru_curve, reader, replay
-    baseline = _peak_rss_bytes()
-    if kind == "core":
-        requests = list(reader.read_trace(path))
-        single_times, curve_times = [], []
-        for _ in range(repeats):  # interleaved, so drift hits both alike
-            t0 = time.perf_counter()
-            replay.replay_requests(requests, capacity)
-            t1 = time.perf_counter()
-            lru_curve.lru_curve_of_requests(requests, capacities)
-            t2 = time.perf_counter()
-            single_times.append(t1 - t0)
-            curve_times.append(t2 - t1)
-        return {"single_s": statistics.median(single_times), "curve_s": statistics.median(curve_times)}
-
-    def run():
-        if kind == "single":
-            return replay.replay(path, capacity)
-        return lru_curve.lru_curve(path, capacities)
-
-    times = []
-    for _ in range(repeats):
+def run(kind: str, target: str, args: list[str]) -> tuple[float, int, str]:
+    """Run a script (kind "path") or module ("module") in a fresh process -> (wall [s], peak RSS [B], stdout)."""
+    argv = [sys.executable, "-c", WRAPPER, kind, target, *args]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        result = run()
-        times.append(time.perf_counter() - t0)
-    peak_rss = _peak_rss_bytes()
-    tracemalloc.start()
-    run()
-    _, traced_peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    first = result if kind == "single" else result[-1]
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text, errors = out.read().decode(), err.read().decode()
+    if proc.returncode != 0:
+        raise SystemExit(f"{target} {' '.join(args)} failed ({proc.returncode}): {errors}")
+    peak = int(errors.rsplit("PEAK_RSS", 1)[1])
+    if not peak:  # no /proc: ru_maxrss (KiB on Linux, bytes on macOS)
+        peak = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
+    return elapsed, peak, text
+
+
+def commands(trace: Path, capacity: str, reference: Path) -> dict[str, tuple[str, str, list[str]]]:
+    kvcalc = ["trace", str(trace)]
     return {
-        "median_s": statistics.median(times), "times_s": times, "peak_rss_bytes": peak_rss,
-        "baseline_rss_bytes": baseline, "tracemalloc_peak_bytes": traced_peak,
-        "token_hit_rate": first.token_hit_rate,
+        "reference": ("path", str(reference), [str(trace), str(_tokens(capacity))]),
+        "single": ("module", "kvcalc", kvcalc + ["--capacity", capacity, "--format", "json"]),
+        "curve": ("module", "kvcalc", kvcalc + ["--curve", "--format", "json"]),
+        "infinite": ("module", "kvcalc", kvcalc + ["--capacity", "inf", "--format", "json"]),
     }
 
 
-def _measure(kind: str, path: Path, capacity: int, capacities: list[int], repeats: int) -> dict:
-    """Run one measurement in a fresh subprocess."""
-    spec = json.dumps({"kind": kind, "path": str(path), "capacity": capacity, "capacities": capacities,
-                       "repeats": repeats})
-    out = subprocess.run([sys.executable, __file__, "--child", spec], check=True, capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _tokens(capacity: str) -> int:
+    from kvcalc.out.units import parse_token_capacity
+
+    return parse_token_capacity(capacity, "--capacity")
 
 
-def _mb(n: float) -> str:
-    return f"{n / 1e6:7.1f} MB"
+def bench(label: str, trace: Path, capacity: str, runs: int, reference: Path) -> dict:
+    """Paired rounds of every command on one trace; prints and returns medians and ratios."""
+    cmds = commands(trace, capacity, reference)
+    times: dict[str, list[float]] = {k: [] for k in cmds}
+    peaks: dict[str, list[int]] = {k: [] for k in cmds}
+    outputs: dict[str, str] = {}
+    for _ in range(runs):
+        for name, (kind, target, args) in cmds.items():
+            elapsed, peak, text = run(kind, target, args)
+            times[name].append(elapsed)
+            peaks[name].append(peak)
+            outputs[name] = text
+    ref_reused, ref_input = map(int, outputs["reference"].split())
+    single = json.loads(outputs["single"])["results"][0]
+    curve = json.loads(outputs["curve"])
+    infinite = json.loads(outputs["infinite"])["results"][0]
+    same = (single["reused_tokens"], single["input_tokens"]) == (ref_reused, ref_input)
+    stats = curve["tables"]["trace"][0]
+    print(f"\n== {label}: {trace.name}: {stats['requests']:,} requests, {stats['total_blocks']:,} block accesses, "
+          f"{stats['distinct_blocks']:,} distinct blocks; single capacity {capacity}; curve of "
+          f"{len(curve['results'])} capacities")
+    print(f"  {'command':10s} {'median s':>9s} {'peak RSS MB':>12s}   runs [s]")
+    for name in cmds:
+        print(f"  {name:10s} {statistics.median(times[name]):9.3f} {statistics.median(peaks[name]) / 1e6:12.1f}   "
+              + ", ".join(f"{t:.2f}" for t in times[name]))
+
+    def ratio(a: str, b: str, what: dict) -> float:
+        return statistics.median(x / y for x, y in zip(what[a], what[b]))
+
+    r = {"single_time": ratio("single", "reference", times), "single_memory": ratio("single", "reference", peaks),
+         "curve_time": ratio("curve", "single", times), "infinite_time": ratio("infinite", "reference", times),
+         "infinite_memory": ratio("infinite", "reference", peaks)}
+    print(f"  single / reference: time {r['single_time']:.2f}x (target <= 1.0x), peak memory "
+          f"{r['single_memory']:.2f}x (target <= 2x)")
+    print(f"  curve ({len(curve['results'])} capacities) / single: time {r['curve_time']:.2f}x (target <= 1.1x)")
+    print(f"  infinite / reference: time {r['infinite_time']:.2f}x, peak memory {r['infinite_memory']:.2f}x")
+    print(f"  results identical to the reference: {'yes' if same else 'NO'} (reused {single['reused_tokens']:,} of "
+          f"{single['input_tokens']:,} input tokens = {100 * single['token_hit_rate']:.1f}%; infinite "
+          f"{100 * infinite['token_hit_rate']:.1f}%)")
+    return r | {"identical": same}
 
 
-def _bench_one(label: str, path: Path, capacity: int, points: int, repeats: int) -> None:
-    from kvcalc.trace.replay import capacity_grid
-    from kvcalc.trace.stats import trace_stats
-
-    stats = trace_stats(path)
-    capacities = capacity_grid(stats.distinct_blocks * stats.block_tokens, points)
-    print(f"\n== {label}: {path.name}: {stats.requests:,} requests, {stats.total_blocks:,} block accesses, "
-          f"{stats.distinct_blocks:,} distinct blocks; curve of {len(capacities)} capacities up to "
-          f"{capacities[-1]:,} tokens; single capacity {capacity:,} tokens")
-    single = _measure("single", path, capacity, capacities, repeats)
-    curve = _measure("curve", path, capacity, capacities, repeats)
-    core = _measure("core", path, capacity, capacities, repeats)
-    for name, m in (("single replay (OrderedDict)", single), (f"{len(capacities)}-point LRU curve", curve)):
-        print(f"  {name:30s} median {m['median_s']:7.3f} s  (runs: {', '.join(f'{t:.3f}' for t in m['times_s'])})"
-              f"  peak RSS {_mb(m['peak_rss_bytes'])} (after imports {_mb(m['baseline_rss_bytes'])})"
-              f"  tracemalloc peak {_mb(m['tracemalloc_peak_bytes'])}")
-    print(f"  ratio curve / single, from file (read + replay): {curve['median_s'] / single['median_s']:.2f}x")
-    print(f"  engines only (requests preloaded in memory): single {core['single_s']:.3f} s, "
-          f"curve {core['curve_s']:.3f} s, ratio {core['curve_s'] / core['single_s']:.2f}x")
+def readme_figures(trace: Path) -> None:
+    """The README's Mooncake figures, from the CLI."""
+    _, _, text = run("module", "kvcalc", ["trace", str(trace), "--capacity", "3m,10m,inf", "--format", "json"])
+    rates = [round(100 * r["token_hit_rate"], 1) for r in json.loads(text)["results"]]
+    ok = rates == [31.5, 57.7, 65.1]
+    print(f"  README figures 3m / 10m / inf: {rates[0]}% / {rates[1]}% / {rates[2]}% "
+          f"({'as the README says' if ok else 'DIFFERENT from the README: 31.5% / 57.7% / 65.1%'})")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--copies", type=int, default=20, help="size of the scaled trace, in copies")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (median)")
-    parser.add_argument("--capacity", type=int, default=10_000_000, help="single-replay capacity [tokens]")
-    parser.add_argument("--points", type=int, default=20, help="curve capacities")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--runs", type=int, default=7, help="paired rounds (medians over them)")
+    parser.add_argument("--capacity", default="3m", help="the single capacity [tokens], e.g. 3m")
     args = parser.parse_args(argv)
-    if args.child:
-        spec = json.loads(args.child)
-        print(json.dumps(_child(spec["kind"], spec["path"], spec["capacity"], spec["capacities"], spec["repeats"])))
-        return 0
     if not args.trace.is_file():
         print(f"trace not found: {args.trace}; nothing to benchmark")
         return 0
-    print(f"python {sys.version.split()[0]}; times are wall-clock medians of {args.repeats} runs, "
-          "each measurement in its own subprocess")
-    _bench_one("1x", args.trace, args.capacity, args.points, args.repeats)
+    os.environ["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    print(f"python {sys.version.split()[0]}; whole processes, wall-clock medians of {args.runs} paired rounds")
     with tempfile.TemporaryDirectory() as tmp:
+        reference = Path(tmp) / "reference_replay.py"
+        reference.write_text(REFERENCE)
+        bench("1x", args.trace, args.capacity, args.runs, reference)
+        readme_figures(args.trace)
         scaled = Path(tmp) / f"trace_x{args.copies}.jsonl"
         t0 = time.perf_counter()
         build_scaled_trace(args.trace, args.copies, scaled)
         print(f"\n(built the {args.copies}x trace in {time.perf_counter() - t0:.1f} s, "
               f"{scaled.stat().st_size / 1e6:.0f} MB)")
-        _bench_one(f"{args.copies}x", scaled, args.capacity, args.points, args.repeats)
+        bench(f"{args.copies}x", scaled, args.capacity, args.runs, reference)
     return 0
 
 

@@ -168,11 +168,19 @@ def test_curve_equals_separate_runs(tmp_path: Path) -> None:
     assert 2 <= len(curve) <= 8 and all(r["capacity"] == "curve" for r in curve)
     tokens = [r["capacity_tokens"] for r in curve]
     assert tokens == sorted(tokens) and all(t % 4 == 0 for t in tokens)
-    for row in curve:  # one capacity per run: the direct OrderedDict simulation
+    from kvcalc.trace.reader import read_trace
+    from kvcalc.trace.replay import CacheSimulator
+
+    requests = list(read_trace(path, block_tokens=4))
+    for row in curve:  # one capacity per run, and the direct OrderedDict simulation of that capacity
         alone = trace_json(path, "-b", "4", "--capacity", str(row["capacity_tokens"]))["results"][0]
+        sim = CacheSimulator(row["capacity_tokens"], 4, "lru")
+        for r in requests:
+            sim.add(r.hash_ids, r.input_length)
+        direct = sim.finish()
         for f in ("reused_tokens", "hit_blocks", "token_hit_rate", "block_hit_rate", "peak_cached_blocks",
                   "capacity_blocks", "input_tokens", "requests"):
-            assert row[f] == alone[f], (row["capacity_tokens"], f)
+            assert row[f] == alone[f] == getattr(direct, f), (row["capacity_tokens"], f)
 
 
 def test_curve_default_grid_reaches_the_working_set(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ from kvcalc.out.errors import InputError
 from kvcalc.trace.analysis import analyze_trace
 from kvcalc.trace.lru_curve import count_prefix_at_least, lru_curve, lru_curve_of_requests, lru_profile
 from kvcalc.trace.reader import TraceRequest, read_trace
-from kvcalc.trace.replay import capacity_blocks_for, capacity_grid, capacity_tokens_from_bytes, replay, replay_requests
+from kvcalc.trace.replay import (CacheSimulator, capacity_blocks_for, capacity_grid, capacity_tokens_from_bytes, replay,
+                                 replay_requests)
 from kvcalc.trace.stats import stats_of_requests, trace_stats
 
 MOONCAKE = Path(__file__).parents[2] / "shared" / "traces" / "mooncake_synthetic_trace.jsonl"
@@ -30,6 +31,14 @@ def write_trace(path: Path, records: list[dict | str]) -> Path:
 def rec(timestamp: float, input_length: int, output_length: int, hash_ids: list) -> dict:
     return {"timestamp": timestamp, "input_length": input_length, "output_length": output_length,
             "hash_ids": hash_ids}
+
+
+def simulate(requests, capacity, block_tokens: int, policy: str = "lru"):
+    """The direct OrderedDict replay of one capacity: the reference the stack-depth engine must equal."""
+    sim = CacheSimulator(capacity, block_tokens, policy)
+    for r in requests:
+        sim.add(r.hash_ids, r.input_length)
+    return sim.finish()
 
 
 # Three requests, 4-token blocks (ceil(8/4) = 2, ceil(10/4) = 3, ceil(9/4) = 3 ids).
@@ -120,8 +129,9 @@ def test_curve_small_trace_equals_replays(small: Path) -> None:
     capacities = [0, 3, 4, 7, 8, 11, 12, 100, None]
     curve = lru_curve(small, capacities, block_tokens=4)
     assert [p.capacity_tokens for p in curve] == capacities
+    requests = list(read_trace(small, block_tokens=4))
     for point, capacity in zip(curve, capacities):
-        assert point == replay(small, capacity, block_tokens=4)
+        assert point == replay(small, capacity, block_tokens=4) == simulate(requests, capacity, 4)
     # by hand (see above): 0 tokens at <= 1 block, 8 at 2 blocks, 17 from 3 blocks on
     assert [p.reused_tokens for p in curve] == [0, 0, 0, 0, 8, 8, 17, 17, 17]
 
@@ -156,6 +166,7 @@ def test_curve_equals_separate_replays(case) -> None:
     capacities = [*range(0, (distinct + 2) * block_tokens + 1), None]
     curve = lru_curve_of_requests(requests, capacities, block_tokens, chunk_accesses=chunk_accesses)
     for point, capacity in zip(curve, capacities):
+        assert point == simulate(requests, capacity, block_tokens)
         assert point == replay_requests(requests, capacity, block_tokens)
 
 
@@ -164,7 +175,7 @@ def test_curve_equals_separate_replays(case) -> None:
 def test_stats_max_hit_rate_is_infinite_replay(case) -> None:
     block_tokens, requests, _ = case
     stats = stats_of_requests(requests, block_tokens)
-    infinite = replay_requests(requests, None, block_tokens)
+    infinite = simulate(requests, None, block_tokens)
     assert stats.max_reused_tokens == infinite.reused_tokens
     assert stats.max_token_hit_rate == infinite.token_hit_rate
     assert stats.max_block_hit_rate == infinite.block_hit_rate
@@ -364,6 +375,8 @@ def test_mooncake_reference_figures() -> None:
     assert round(100 * ten.token_hit_rate, 1) == 57.7
     assert replay(MOONCAKE, 3_000_000) == three
     assert replay(MOONCAKE, 10_000_000) == ten
+    requests = list(read_trace(MOONCAKE))  # the direct OrderedDict replay agrees
+    assert simulate(requests, 3_000_000, 512) == three and simulate(requests, None, 512) == infinite
     binary = lru_curve(MOONCAKE, [3 * 2**20, 10 * 2**20])
     assert [round(100 * p.token_hit_rate, 1) for p in binary] == [32.2, 58.8]
     stats = trace_stats(MOONCAKE)

@@ -1,7 +1,8 @@
 """Cost from a trace: the trace's requests and measured prefix reuse feed strategies A and C of the cost model.
 
-One streaming pass replays the trace through a single LRU cache of capacity C (:func:`trace.replay_per_request`,
-the semantics of :mod:`kvcalc.trace.replay`). Then:
+One streaming pass measures each request's reuse at a single LRU capacity C (the semantics of
+:mod:`kvcalc.trace.replay`), read off the stack-depth engine exactly: a request's hit run at C is the number of
+its blocks whose prefix-maximum depth is <= C (:class:`kvcalc.trace.lru_curve.DepthChunk`). Then:
 
 - A ``lru``: every request prefills its whole input (cached tokens 0), as A does on a workload.
 - C ``prefix-tree``: every request reuses what the LRU cache held for it when it arrived (its measured
@@ -24,8 +25,9 @@ from typing import Optional
 
 from kvcalc.out.errors import InputError
 from kvcalc.serve.strategies import RequestMix, Slice
-from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, read_trace
-from kvcalc.trace.replay import replay_per_request
+from kvcalc.trace.lru_curve import DepthChunk
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS
+from kvcalc.trace.replay import capacity_blocks_for
 
 INPUT_CLASSES = ((4096, "input <= 4K"), (16384, "input 4K-16K"), (65536, "input 16K-64K"), (None, "input > 64K"))
 
@@ -66,25 +68,32 @@ def _mix(counts: Counter, cache_tokens: int) -> RequestMix:
 
 def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: int = DEFAULT_BLOCK_TOKENS,
                 skip_bad: bool = False) -> TraceMixes:
-    """Stream the trace once through an LRU cache of ``capacity_tokens`` [tokens] (None = infinite) -> mixes."""
-    reader = read_trace(path, block_tokens, skip_bad)
+    """Stream the trace once, measuring each request's LRU reuse at ``capacity_tokens`` [tokens] (None =
+    infinite) -> mixes. Nothing is kept per request beyond one engine chunk: slices are counted as chunks end."""
+    import numpy as np
+
+    from kvcalc.trace.analysis import analyze_trace
+
+    capacity_blocks = capacity_blocks_for(capacity_tokens, block_tokens)
     lru: Counter = Counter()
     tree: Counter = Counter()
-    peak = requests = input_tokens = reused = 0
-    for step in replay_per_request(reader, capacity_tokens, block_tokens, "lru"):
-        r = step.request
-        label = input_class(r.input_length)
-        lru[(label, r.input_length, 0, r.output_length)] += 1
-        tree[(label, r.input_length, step.reused_tokens, r.output_length)] += 1
-        peak = max(peak, step.cached_blocks)
-        requests += 1
-        input_tokens += r.input_length
-        reused += step.reused_tokens
-    if input_tokens == 0:
+
+    def sink(chunk: DepthChunk) -> None:
+        reused = np.minimum(chunk.hit_blocks(capacity_blocks) * block_tokens, chunk.inputs)
+        for input_length, cached, output in zip(chunk.inputs.tolist(), reused.tolist(), chunk.outputs):
+            label = input_class(input_length)
+            lru[(label, input_length, 0, output)] += 1
+            tree[(label, input_length, cached, output)] += 1
+
+    analysis = analyze_trace(path, [capacity_tokens], block_tokens, "lru", skip_bad, sink=sink)
+    r = analysis.results[0]
+    if r.input_tokens == 0:
         raise InputError(f"{path}: the trace's requests have no input tokens: nothing to prefill or reuse")
+    peak = r.peak_cached_blocks
     return TraceMixes(lru=_mix(lru, 0), prefix_tree=_mix(tree, peak * block_tokens), capacity_tokens=capacity_tokens,
-                      block_tokens=block_tokens, requests=requests, input_tokens=input_tokens, reused_tokens=reused,
-                      peak_cached_blocks=peak, skipped_lines=reader.skipped_lines, first_problem=reader.first_problem)
+                      block_tokens=block_tokens, requests=r.requests, input_tokens=r.input_tokens,
+                      reused_tokens=r.reused_tokens, peak_cached_blocks=peak, skipped_lines=r.skipped_lines,
+                      first_problem=analysis.first_problem)
 
 
 def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DEFAULT_BLOCK_TOKENS,

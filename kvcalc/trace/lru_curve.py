@@ -10,16 +10,25 @@ by ``m_j``; cumulative sums give reused tokens and hit blocks at every capacity 
 replays exactly. Depths are computed with numpy in chunks of requests: timestamps are compacted to the
 live blocks at each chunk start, and within a chunk the depth of a block last seen at slot ``q``, for a
 request starting at slot ``s``, is ``(s - q) - #{earlier accesses j in the chunk with prev(j) >= q}``,
-counted for all accesses at once with a wavelet matrix. Memory: the distinct blocks plus one chunk.
+counted for all accesses at once with a wavelet matrix. Depth never rises with the slot, so ``m_j`` is the
+depth of the oldest slot among ``q_0..q_j``: only the accesses where that minimum drops are counted (mostly
+one per request). Memory: the distinct blocks plus one chunk.
+
+This is kvcalc's one LRU engine: one capacity, several, the curve, the infinite cache and the distinct blocks
+of the trace statistics all come from it. Per-request answers (e.g. one capacity's reuse per request for
+``compare --trace``, or tiers of inclusive caches) come from an engine ``sink``, which receives every chunk as a
+:class:`DepthChunk` (blocks, input and output per request; each access's ``m_j``).
 
 This module computes; it never prints.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,7 +39,7 @@ from kvcalc.trace.replay import ReplayResult, capacity_blocks_for, replay_result
 DEFAULT_CHUNK_ACCESSES = 1 << 16  # minimum accesses per numpy chunk of the LRU curve
 _MAX_CHUNK_ACCESSES = 1 << 24  # keeps request index * _DEPTH_SPAN below 2^63
 _DEPTH_SPAN = 1 << 36  # depths (and chunk slots) stay below this; per-request offset for segmented scans
-_INF_DEPTH = _DEPTH_SPAN - 1
+INF_DEPTH = _DEPTH_SPAN - 1
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,35 @@ class LruProfile:
         )
 
 
+class _Request(NamedTuple):
+    hash_ids: Sequence[int]
+    input_length: int
+    output_length: int
+
+
+@dataclass(frozen=True)
+class DepthChunk:
+    """What the engine measured for a run of consecutive requests (handed to an engine's ``sink``).
+
+    A request with hit run ``h`` at a cache of ``C`` blocks has ``h`` = the number of its accesses whose
+    ``prefix_max <= C`` (they lead the request: prefix maxima only grow). Reusable for any capacity question
+    asked per request (a single capacity's reuse, tiers of inclusive LRU caches).
+    """
+
+    counts: np.ndarray  # blocks per request [blocks], int64
+    inputs: np.ndarray  # input length per request [tokens], int64
+    outputs: list[int]  # output length per request [tokens] (exact integers)
+    prefix_max: np.ndarray  # per access, in order: max stack depth of the request's blocks up to it [blocks];
+    # INF_DEPTH from the request's first never-seen block on
+    distinct_after: np.ndarray  # distinct blocks seen after each request [blocks]
+
+    def hit_blocks(self, capacity_blocks: int | None) -> np.ndarray:
+        """Per request: its hit run [blocks] at a cache of ``capacity_blocks`` (None = infinite)."""
+        limit = INF_DEPTH - 1 if capacity_blocks is None else capacity_blocks
+        req = np.repeat(np.arange(len(self.counts)), self.counts)
+        return np.bincount(req, weights=self.prefix_max <= limit, minlength=len(self.counts)).astype(np.int64)
+
+
 def count_prefix_at_least(values: np.ndarray, prefix_len: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """For each query i: ``#{j < prefix_len[i] : values[j] >= thresholds[i]}`` (offline, vectorized).
 
@@ -71,6 +109,10 @@ def count_prefix_at_least(values: np.ndarray, prefix_len: np.ndarray, thresholds
     n_queries = len(prefix_len)
     if n_queries == 0:
         return np.zeros(0, np.int64)
+    # only how values compare with thresholds matters: rank both among the distinct thresholds (fewer bits)
+    levels = np.unique(thresholds)
+    values = np.searchsorted(levels, values, side="right")  # thresholds <= value
+    thresholds = np.searchsorted(levels, thresholds, side="left") + 1  # v >= t  <=>  rank(v) >= rank(t)
     top = max(int(values.max()) if n_values else 0, int(thresholds.max())).bit_length()
     dtype = np.int32 if top < 31 and n_values < 2**31 else np.int64
     current = values.astype(dtype)
@@ -105,44 +147,66 @@ class LruStackEngine:
     (compaction, histogram update) stays O(1) per access and memory stays O(D).
     """
 
-    def __init__(self, block_tokens: int, chunk_accesses: int = DEFAULT_CHUNK_ACCESSES):
+    def __init__(self, block_tokens: int, chunk_accesses: int = DEFAULT_CHUNK_ACCESSES,
+                 sink: Callable[[DepthChunk], None] | None = None):
         check_block_tokens(block_tokens)
         self.block_tokens = block_tokens
         self.chunk_accesses = max(1, int(chunk_accesses))
+        self.sink = sink
         self._flush_at = self.chunk_accesses
         self._known_ids = np.zeros(0, np.int64)
         self._known_slot = np.zeros(0, np.int64)
         self._hist_tokens = np.zeros(1, np.int64)  # index: prefix-max depth [blocks]
         self._hist_blocks = np.zeros(1, np.int64)
-        self._ids: list[int] = []
+        self._id_parts: list[np.ndarray] = []  # int64 ids per batch: 8 bytes an access, no Python ints kept
+        self._buffered = 0  # accesses in _id_parts
         self._counts: list[int] = []
         self._inputs: list[int] = []
+        self._outputs: list[int] = []
         self.requests = self.input_tokens = self.total_blocks = 0
 
-    def add(self, hash_ids: Sequence[int], input_length: int) -> None:
-        """Buffer one request; a full buffer is processed as a chunk."""
-        self.requests += 1
-        self.input_tokens += input_length
-        if hash_ids:
-            self._ids.extend(hash_ids)
-            self._counts.append(len(hash_ids))
-            self._inputs.append(input_length)
-            if len(self._ids) >= self._flush_at:
-                self._flush()
+    def add(self, hash_ids: Sequence[int], input_length: int, output_length: int = 0) -> None:
+        """Buffer one request; a full buffer (accesses or requests) is processed as a chunk."""
+        self.add_records((_Request(hash_ids, input_length, output_length),))
+
+    def add_records(self, records: Sequence) -> None:
+        """Buffer requests given as records with ``hash_ids``, ``input_length`` and ``output_length``."""
+        ids = [r.hash_ids for r in records]
+        counts = list(map(len, ids))
+        n = sum(counts)
+        self._id_parts.append(np.fromiter(chain.from_iterable(ids), np.int64, count=n))
+        self._buffered += n
+        self._counts += counts
+        inputs = [r.input_length for r in records]
+        self._inputs += inputs
+        self._outputs += [r.output_length for r in records]
+        self.requests += len(records)
+        self.input_tokens += sum(inputs)
+        if self._buffered >= self._flush_at or len(self._counts) >= self._flush_at:
+            self._flush()
 
     def _flush(self) -> None:
         """Process the buffered requests: depths, histograms, then the compacted state."""
-        if not self._ids:
+        if not self._counts:
             return
-        ids = np.array(self._ids, dtype=np.int64)
+        ids = np.concatenate(self._id_parts) if len(self._id_parts) > 1 else self._id_parts[0]
         counts = np.array(self._counts, dtype=np.int64)
         inputs = np.array(self._inputs, dtype=np.int64)
-        self._ids, self._counts, self._inputs = [], [], []
-        self.total_blocks += len(ids)
+        outputs = self._outputs
+        self._id_parts, self._buffered, self._counts, self._inputs, self._outputs = [], 0, [], [], []
+        n = len(ids)
+        self.total_blocks += n
         prev, q, req, pos, starts, found_loc, fids, found, last_local = self._previous_accesses(ids, counts)
-        depth = self._depths(prev, q, req, starts)
-        self._accumulate(depth, req, pos, inputs)
-        self._compact(len(ids), found_loc, fids, found, last_local)
+        del ids
+        prefix_max = self._prefix_max_depths(prev, q, req, starts)
+        del q, starts
+        self._accumulate(prefix_max, req, pos, inputs)
+        del pos
+        if self.sink is not None:
+            self.sink(DepthChunk(counts, inputs, outputs, prefix_max, len(self._known_ids) + np.cumsum(
+                np.bincount(req[prev < 0], minlength=len(counts)))))
+        del prev, req, prefix_max  # the chunk's arrays go before the state's are rebuilt
+        self._compact(n, found_loc, fids, found, last_local)
         self._flush_at = min(max(self.chunk_accesses, len(self._known_ids) // 4), _MAX_CHUNK_ACCESSES)
 
     def _previous_accesses(self, ids: np.ndarray, counts: np.ndarray):
@@ -185,25 +249,48 @@ class LruStackEngine:
         last_local = order[np.flatnonzero(last)]  # chunk index of each distinct id's last access
         return prev, q, req, pos, starts, loc, fids, found, last_local
 
-    def _depths(self, prev: np.ndarray, q: np.ndarray, req: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        """Stack depth [blocks] of each access before its request; _INF_DEPTH if never seen."""
-        d = len(self._known_ids)
-        if d + len(prev) >= _INF_DEPTH:
-            raise InputError("trace too large for the LRU curve (2^36 distinct blocks)")
-        depth = np.full(len(prev), _INF_DEPTH, np.int64)
-        seen = q >= 0
-        q_seen = q[seen]
-        prefix = starts[req[seen]]  # earlier accesses of the chunk: indices 0 .. start-1
-        newer = count_prefix_at_least(prev + 1, prefix, q_seen + 1)  # accesses re-touching slots >= q
-        depth[seen] = (d + prefix - q_seen) - newer
-        return depth
+    def _prefix_max_depths(self, prev: np.ndarray, q: np.ndarray, req: np.ndarray,
+                           starts: np.ndarray) -> np.ndarray:
+        """Per access: the largest stack depth [blocks] among its request's blocks up to it, before the request.
 
-    def _accumulate(self, depth: np.ndarray, req: np.ndarray, pos: np.ndarray, inputs: np.ndarray) -> None:
+        INF_DEPTH once a block of the request up to it was never seen. Before a request, a block last used
+        at an older slot is at least as deep (LRU stack order: depth never rises with the slot), so the
+        largest depth so far is the depth of the oldest slot so far: depths are counted only where a
+        request's running minimum slot drops (usually its first block only, as a shared prefix was last
+        used in order), and only for the seen blocks before the request's first unseen one.
+        """
+        d = len(self._known_ids)
+        if d + len(prev) >= INF_DEPTH:
+            raise InputError("trace too large for the LRU curve (2^36 distinct blocks)")
+        n = len(prev)
+        prefix_max = np.full(n, INF_DEPTH, np.int64)
+        if n == 0:
+            return prefix_max
+        unseen = q < 0
+        unseen_so_far = np.cumsum(unseen)
+        unseen_so_far -= (unseen_so_far - unseen)[starts[req]]  # per request: unseen blocks up to here
+        need = np.flatnonzero(unseen_so_far == 0)  # per request, a leading run: empty or from its first block
+        if not len(need):
+            return prefix_max
+        q_need, req_need = q[need], req[need]
+        shift = req_need * _DEPTH_SPAN  # segmented running min: each request starts below the previous
+        oldest = np.minimum.accumulate(q_need - shift) + shift
+        record = np.flatnonzero(oldest == q_need)  # a new oldest slot (always a request's first needed block)
+        q_rec = q_need[record]
+        prefix = starts[req_need[record]]  # earlier accesses of the chunk: indices 0 .. start-1
+        kept = prev >= 0  # an access to a never-seen block re-touches no slot: it never counts
+        kept_before = np.concatenate(([0], np.cumsum(kept)))
+        newer = count_prefix_at_least(prev[kept] + 1, kept_before[prefix], q_rec + 1)
+        depth_rec = (d + prefix - q_rec) - newer  # distinct blocks touched since that slot
+        filled = np.zeros(len(need), np.int64)
+        filled[record] = np.arange(len(record))
+        prefix_max[need] = depth_rec[np.maximum.accumulate(filled)]  # each block: its latest record's depth
+        return prefix_max
+
+    def _accumulate(self, prefix_max: np.ndarray, req: np.ndarray, pos: np.ndarray, inputs: np.ndarray) -> None:
         """Add each access's tokens and one block to the histograms at its request's prefix-max depth."""
-        offset = req * _DEPTH_SPAN  # segmented running max: each request starts above the previous
-        prefix_max = np.maximum.accumulate(depth + offset) - offset
         tokens = np.minimum(self.block_tokens, inputs[req] - pos * self.block_tokens)
-        finite = prefix_max < _INF_DEPTH
+        finite = prefix_max < INF_DEPTH
         keys = prefix_max[finite]
         if not len(keys):
             return
@@ -225,28 +312,38 @@ class LruStackEngine:
         alive[:d] = True
         alive[self._known_slot[loc[found]]] = False  # re-accessed: their old slot is dead
         alive[d + last_local] = True
-        new_slot = np.cumsum(alive) - 1
-        known_slot = new_slot[self._known_slot]
+        new_slot = np.cumsum(alive)
+        del alive
+        new_slot -= 1
+        known_slot = self._known_slot
+        np.take(new_slot, known_slot, out=known_slot)  # in place: the state is the largest array here
         chunk_slot = new_slot[d + last_local]
+        del new_slot
         known_slot[loc[found]] = chunk_slot[found]
         fresh = ~found
-        self._known_ids = np.insert(self._known_ids, loc[fresh], fids[fresh])
+        self._known_slot = None  # the old arrays go as their successors are built
         self._known_slot = np.insert(known_slot, loc[fresh], chunk_slot[fresh])
+        del known_slot
+        self._known_ids = np.insert(self._known_ids, loc[fresh], fids[fresh])
 
     def finish(self, skipped_lines: int = 0) -> LruProfile:
         """The cumulative histograms of everything added."""
         self._flush()
         distinct = len(self._known_ids)
-        tokens = np.zeros(distinct + 1, np.int64)
-        blocks = np.zeros(distinct + 1, np.int64)
-        size = min(len(self._hist_tokens), distinct + 1)
-        tokens[:size] = self._hist_tokens[:size]
-        blocks[:size] = self._hist_blocks[:size]
+        tokens, blocks = (_cumulative(hist, distinct + 1) for hist in (self._hist_tokens, self._hist_blocks))
         return LruProfile(
             block_tokens=self.block_tokens, requests=self.requests, skipped_lines=skipped_lines,
             input_tokens=self.input_tokens, total_blocks=self.total_blocks, distinct_blocks=distinct,
-            reused_tokens_upto=np.cumsum(tokens), hit_blocks_upto=np.cumsum(blocks),
+            reused_tokens_upto=tokens, hit_blocks_upto=blocks,
         )
+
+
+def _cumulative(hist: np.ndarray, size: int) -> np.ndarray:
+    """Running sums of ``hist`` padded or cut to ``size`` entries (one new array, summed in place)."""
+    out = np.zeros(size, np.int64)
+    n = min(len(hist), size)
+    out[:n] = hist[:n]
+    return np.cumsum(out, out=out)
 
 
 def lru_profile_of_requests(requests: Iterable[TraceRequest], block_tokens: int = DEFAULT_BLOCK_TOKENS,
@@ -255,7 +352,7 @@ def lru_profile_of_requests(requests: Iterable[TraceRequest], block_tokens: int 
     """LRU depth histograms of in-memory requests (one pass)."""
     engine = LruStackEngine(block_tokens, chunk_accesses)
     for request in requests:
-        engine.add(request.hash_ids, request.input_length)
+        engine.add(request.hash_ids, request.input_length, request.output_length)
     return engine.finish(skipped_lines)
 
 
@@ -264,9 +361,23 @@ def lru_profile(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip
     """LRU depth histograms of a trace file, in one streaming pass."""
     reader = read_trace(path, block_tokens, skip_bad)
     engine = LruStackEngine(block_tokens, chunk_accesses)
-    for request in reader:
-        engine.add(request.hash_ids, request.input_length)
+    for records, _ in reader.batches():
+        engine.add_records(records)
     return engine.finish(reader.skipped_lines)
+
+
+def depth_chunks(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False,
+                 chunk_accesses: int = DEFAULT_CHUNK_ACCESSES) -> Iterator[DepthChunk]:
+    """The engine's per-request depths of a trace file, chunk by chunk, in one streaming pass (see
+    :class:`DepthChunk`; e.g. ``chunk.hit_blocks(C)`` is each request's hit run at a cache of C blocks)."""
+    pending: list[DepthChunk] = []
+    engine = LruStackEngine(block_tokens, chunk_accesses, sink=pending.append)
+    for records, _ in read_trace(path, block_tokens, skip_bad).batches():
+        engine.add_records(records)
+        yield from pending
+        pending.clear()
+    engine.finish()
+    yield from pending
 
 
 def lru_curve_of_requests(requests: Iterable[TraceRequest], capacities_tokens: Sequence[int | None],

@@ -1,26 +1,31 @@
-"""Reading request traces, streaming: one :class:`TraceRequest` per line, line-numbered errors.
+"""Reading request traces, streaming: one request per line, line-numbered errors.
 
-Trace format (Mooncake; one JSON object per line, blank lines ignored):
+Trace format (Mooncake; one JSON object per line, blank lines ignored; other fields are ignored):
 
-- ``timestamp``: arrival time [ms], relative (int or float; any finite number)
-- ``input_length``, ``output_length``: [tokens], integers >= 0
+- ``timestamp``: arrival time [ms], relative: an int or float, finite, within +-2^53 ms (~285,000 years; every
+  such integer is exact as a float and every difference of two stays finite)
+- ``input_length``, ``output_length``: [tokens], integers from 0 to 2^63 - 1
 - ``hash_ids``: one integer id per ``block_tokens``-token block of the input, so
   ``len(hash_ids) == ceil(input_length / block_tokens)`` (the last block may be partial). An equal id at the
   same position means the whole prefix up to and including that block is identical. Ids must fit in a
   signed 64-bit integer.
 
-Reading is streaming (line by line; the file is never read whole). A bad line raises :class:`InputError`
-with one line ``FILE:LINE: problem``; with ``skip_bad=True`` bad lines are skipped and counted instead
-(``skipped_lines`` in every result). A trace without any valid request is an error.
+Reading is streaming (64 KiB of whole lines at a time; the file is never read whole, and nothing is kept per
+request). Lines are decoded by msgspec into typed records that validate types and bounds as they decode (one
+C call per piece of lines); a line it refuses is decoded again with the standard library's ``json`` to say exactly what is wrong,
+so messages do not depend on the decoder. A bad line raises :class:`InputError` with one line
+``FILE:LINE: problem``; with ``skip_bad=True`` bad lines are skipped and counted instead (``skipped_lines`` in
+every result). Hostile lines (nested 100,000 deep, numbers of thousands of digits) are bad lines, never a
+crash. A trace without any valid request is an error.
 
 This module computes; it never prints.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -29,7 +34,10 @@ from kvcalc.out.errors import InputError
 DEFAULT_BLOCK_TOKENS = 512
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
+MAX_TIMESTAMP_MS = 2**53  # |timestamp| bound [ms]: integers up to 2^53 are exact as floats
 _REQUIRED_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+READ_BYTES = 1 << 16  # the file is read 64 KiB at a time, cut after the last whole line
+_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
 
 
 class TraceRequest(NamedTuple):
@@ -49,62 +57,107 @@ def check_block_tokens(block_tokens: int) -> None:
 
 
 def _short(value: object) -> str:
-    """repr of a value, cut to keep error messages on one short line."""
+    """repr of a value, cut to keep error messages on one short line (huge ints are not converted whole)."""
+    if type(value) is int and not -10**40 < value < 10**40:
+        return f"an integer of {len(str(abs(value))) if value.bit_length() < 14000 else 'thousands of'} digits"
     text = repr(value).replace("\n", " ")
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _check_length(obj: dict, field: str) -> tuple[int | None, str | None]:
-    """(length [tokens], None) if obj[field] is an int >= 0 (not a bool), else (None, problem)."""
+@lru_cache(maxsize=1)
+def _decoder():
+    """msgspec's typed decoder of one trace line (built once; msgspec imported only on the trace path)."""
+    from typing import Annotated
+
+    import msgspec
+
+    tokens = Annotated[int, msgspec.Meta(ge=0, le=_INT64_MAX)]
+    line = msgspec.defstruct("TraceLine", [
+        ("timestamp", Annotated[float, msgspec.Meta(ge=-float(MAX_TIMESTAMP_MS), le=float(MAX_TIMESTAMP_MS))]),
+        ("input_length", tokens), ("output_length", tokens),
+        ("hash_ids", list[Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]]),
+    ])
+    return msgspec.json.Decoder(line), (msgspec.DecodeError, RecursionError)
+
+
+def _check_length(obj: dict, field: str) -> str | None:
+    """None if obj[field] is an int in 0 .. 2^63 - 1 (not a bool), else the problem."""
     value = obj[field]
     if type(value) is not int:
-        return None, f"{field} must be an integer number of tokens, got {_short(value)} ({type(value).__name__})"
+        return f"{field} must be an integer number of tokens, got {_short(value)} ({type(value).__name__})"
     if value < 0:
-        return None, f"{field} must be >= 0 tokens, got {value}"
-    return value, None
+        return f"{field} must be >= 0 tokens, got {value}"
+    if value > _INT64_MAX:
+        return f"{field} must be at most 2^63 - 1 tokens, got {_short(value)}"
+    return None
+
+
+def _ids_problem(n_ids: int, input_length: int, block_tokens: int) -> str | None:
+    """The problem when ``n_ids`` hash ids do not cover ``input_length`` tokens in whole blocks, else None."""
+    expected = -(-input_length // block_tokens)
+    if n_ids == expected:
+        return None
+    return (f"hash_ids has {n_ids} ids but input_length {input_length} needs "
+            f"ceil({input_length}/{block_tokens}) = {expected} (wrong block size?)")
+
+
+def _problem_of(line: bytes | str, block_tokens: int) -> str:
+    """Why a line the typed decoder refused is bad, decoded again with ``json`` (one line, no location)."""
+    import json  # only for lines msgspec refused
+
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError:
+            return "not UTF-8 text"
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(line.rstrip()) or exc.msg.startswith("Unterminated string"):
+            return "truncated JSON (the line ends inside the object)"
+        return f"malformed JSON ({str(exc).splitlines()[0]})"
+    except RecursionError:
+        return "JSON nested too deeply"
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        return f"unreadable JSON ({str(exc).splitlines()[0][:80]})"
+    if type(obj) is not dict:
+        return f"expected a JSON object, got {type(obj).__name__}"
+    for field in _REQUIRED_FIELDS:
+        if field not in obj:
+            return f"missing field {field!r}"
+    timestamp = obj["timestamp"]
+    if type(timestamp) not in (int, float) or not -MAX_TIMESTAMP_MS <= timestamp <= MAX_TIMESTAMP_MS:
+        return (f"timestamp must be a finite number of ms within +-2^53, got {_short(timestamp)}")
+    for field in ("input_length", "output_length"):
+        problem = _check_length(obj, field)
+        if problem:
+            return problem
+    ids = obj["hash_ids"]
+    if type(ids) is not list:
+        return f"hash_ids must be a list of integers, got {type(ids).__name__}"
+    problem = _ids_problem(len(ids), obj["input_length"], block_tokens)
+    if problem:
+        return problem
+    for h in ids:
+        if type(h) is not int:
+            return f"hash_ids must be integers, found {_short(h)} ({type(h).__name__})"
+    if ids and (min(ids) < _INT64_MIN or max(ids) > _INT64_MAX):
+        return "hash_ids must fit in a signed 64-bit integer"
+    return "not a valid trace line"  # the typed decoder refused what json accepts: say so, never pass it
 
 
 def parse_trace_line(line: bytes | str, block_tokens: int = DEFAULT_BLOCK_TOKENS,
                      line_number: int = 0) -> tuple[TraceRequest | None, str | None]:
     """Parse one non-blank line -> (request, None) or (None, problem) [problem: one line, no location]."""
-    if isinstance(line, bytes):
-        try:
-            line = line.decode("utf-8")
-        except UnicodeDecodeError:
-            return None, "not UTF-8 text"
+    decoder, errors = _decoder()
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        if exc.pos >= len(line.rstrip()) or exc.msg.startswith("Unterminated string"):
-            return None, "truncated JSON (the line ends inside the object)"
-        return None, f"malformed JSON ({str(exc).splitlines()[0]})"
-    if type(obj) is not dict:
-        return None, f"expected a JSON object, got {type(obj).__name__}"
-    for field in _REQUIRED_FIELDS:
-        if field not in obj:
-            return None, f"missing field {field!r}"
-    timestamp = obj["timestamp"]
-    if type(timestamp) not in (int, float) or not math.isfinite(timestamp):
-        return None, f"timestamp must be a finite number of ms, got {_short(timestamp)}"
-    input_length, problem = _check_length(obj, "input_length")
+        rec = decoder.decode(line)
+    except errors:
+        return None, _problem_of(line, block_tokens)
+    problem = _ids_problem(len(rec.hash_ids), rec.input_length, block_tokens)
     if problem:
-        return None, problem
-    output_length, problem = _check_length(obj, "output_length")
-    if problem:
-        return None, problem
-    ids = obj["hash_ids"]
-    if type(ids) is not list:
-        return None, f"hash_ids must be a list of integers, got {type(ids).__name__}"
-    expected = -(-input_length // block_tokens)
-    if len(ids) != expected:
-        return None, (f"hash_ids has {len(ids)} ids but input_length {input_length} needs "
-                      f"ceil({input_length}/{block_tokens}) = {expected} (wrong block size?)")
-    for h in ids:
-        if type(h) is not int:
-            return None, f"hash_ids must be integers, found {_short(h)} ({type(h).__name__})"
-    if ids and (min(ids) < _INT64_MIN or max(ids) > _INT64_MAX):
-        return None, "hash_ids must fit in a signed 64-bit integer"
-    return TraceRequest(timestamp, input_length, output_length, tuple(ids), line_number), None
+        return None, _problem_of(line, block_tokens)
+    return TraceRequest(rec.timestamp, rec.input_length, rec.output_length, tuple(rec.hash_ids), line_number), None
 
 
 class TraceReader:
@@ -113,6 +166,7 @@ class TraceReader:
     Iterating reads the file line by line. Errors are :class:`InputError` with one line
     ``FILE:LINE: problem``; with ``skip_bad`` bad lines are counted in ``skipped_lines`` (the first problem is
     kept in ``first_problem``). When the file is exhausted without any request, iteration raises.
+    :meth:`records` is the same stream without building a TraceRequest per line (the replay's hot path).
     """
 
     def __init__(self, path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False):
@@ -124,35 +178,110 @@ class TraceReader:
         self.skipped_lines = 0
         self.first_problem: str | None = None
 
-    def __iter__(self) -> Iterator[TraceRequest]:
-        self.requests = self.skipped_lines = 0
-        self.first_problem = None
+    def _bad(self, line_number: int, problem: str) -> None:
+        """Raise, or count with skip_bad (keeping the first problem)."""
+        message = f"{self.path}:{line_number}: {problem}"
+        if not self.skip_bad:
+            raise InputError(message)
+        self.skipped_lines += 1
+        if self.first_problem is None:
+            self.first_problem = message
+
+    def _open(self):
         try:
-            handle = open(self.path, "rb")
+            if not self.path.is_file() and self.path.exists():
+                raise InputError(f"{self.path}: is a directory or special file, not a trace file")
+            return open(self.path, "rb")
         except FileNotFoundError:
             raise InputError(f"{self.path}: no such trace file") from None
         except IsADirectoryError:
             raise InputError(f"{self.path}: is a directory, not a trace file") from None
         except OSError as exc:
-            raise InputError(f"{self.path}: cannot read ({exc.strerror})") from None
-        with handle:
-            for line_number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                request, problem = parse_trace_line(line, self.block_tokens, line_number)
-                if problem is not None:
-                    message = f"{self.path}:{line_number}: {problem}"
-                    if not self.skip_bad:
-                        raise InputError(message)
-                    self.skipped_lines += 1
-                    if self.first_problem is None:
-                        self.first_problem = message
-                    continue
-                self.requests += 1
-                yield request
+            raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+
+    def batches(self) -> Iterator[tuple[list, Sequence[int]]]:
+        """(records, their line numbers) per ~64 KiB of whole lines of the file, in order.
+
+        A record has ``timestamp`` [ms] (float), ``input_length``, ``output_length`` [tokens] and ``hash_ids``
+        (a list). A piece whose lines are all good (one object each, no blank line, ids that fit) is decoded in
+        one msgspec call; any other piece is read again line by line, which names or skips the bad lines.
+        Nothing is kept between pieces: memory is one piece, whatever the trace's length.
+        """
+        self.requests = self.skipped_lines = 0
+        self.first_problem = None
+        decoder, errors = _decoder()
+        lines_before = 0
+        with self._open() as handle:
+            for piece in _pieces(handle):
+                n_lines = piece.count(b"\n") + 1
+                records = self._whole_piece(piece, n_lines, decoder, errors)
+                if records is not None:
+                    self.requests += len(records)
+                    yield records, range(lines_before + 1, lines_before + 1 + n_lines)
+                else:  # one line at a time: the good lines before a bad one are delivered before it raises
+                    for line_number, rec in self._line_by_line(piece, lines_before, decoder, errors):
+                        self.requests += 1
+                        yield [rec], (line_number,)
+                lines_before += n_lines
         if self.requests == 0:
             skipped = f" ({self.skipped_lines} bad lines skipped)" if self.skipped_lines else ""
             raise InputError(f"{self.path}: no requests in the trace{skipped}")
+
+    def _whole_piece(self, piece: bytes, n_lines: int, decoder, errors) -> list | None:
+        """The piece's records if every line is one good request, else None."""
+        try:
+            records = decoder.decode_lines(piece)
+        except errors:
+            return None
+        if len(records) != n_lines or _BLANK_LINE.search(b"\n" + piece + b"\n"):
+            return None  # a blank line, or two objects on one line (one object per line is the format)
+        b = self.block_tokens
+        if any(len(r.hash_ids) != (r.input_length + b - 1) // b for r in records):
+            return None
+        return records
+
+    def _line_by_line(self, piece: bytes, lines_before: int, decoder, errors) -> Iterator[tuple[int, object]]:
+        """(line number, record) of the good lines of a piece; bad lines raise or are counted (skip_bad)."""
+        b = self.block_tokens
+        for line_number, line in enumerate(piece.split(b"\n"), start=lines_before + 1):
+            try:
+                rec = decoder.decode(line)
+            except errors:
+                if line.strip():
+                    self._bad(line_number, _problem_of(line, b))
+                continue
+            if len(rec.hash_ids) != (rec.input_length + b - 1) // b:
+                self._bad(line_number, _problem_of(line, b))
+                continue
+            yield line_number, rec
+
+    def records(self) -> Iterator[tuple[int, object]]:
+        """(line number, record) per valid line (see :meth:`batches`)."""
+        for records, numbers in self.batches():
+            yield from zip(numbers, records)
+
+    def __iter__(self) -> Iterator[TraceRequest]:
+        for line_number, rec in self.records():
+            yield TraceRequest(rec.timestamp, rec.input_length, rec.output_length, tuple(rec.hash_ids), line_number)
+
+
+def _pieces(handle) -> Iterator[bytes]:
+    """Whole lines of an open binary file, READ_BYTES at a time, without their last newline."""
+    parts: list[bytes] = []
+    while True:
+        data = handle.read(READ_BYTES)
+        if not data:
+            break
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            parts.append(data)  # a line longer than one read: joined once its end is found
+            continue
+        head = data[:cut]
+        yield b"".join(parts) + head if parts else head
+        parts = [data[cut + 1:]]
+    tail = b"".join(parts)
+    if tail:
+        yield tail
 
 
 def read_trace(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False) -> TraceReader:

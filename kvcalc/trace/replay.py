@@ -1,4 +1,4 @@
-"""Trace replay through one prefix cache of a fixed capacity (LRU or FIFO), simulated directly.
+"""Trace replay through one prefix cache of a fixed capacity (LRU or FIFO): semantics, results, FIFO's replay.
 
 Replay semantics (block granularity, ``B = block_tokens``; a capacity of ``C`` tokens holds
 ``floor(C / B)`` blocks; capacity ``None`` is an infinite cache):
@@ -18,7 +18,8 @@ Replay semantics (block granularity, ``B = block_tokens``; a capacity of ``C`` t
    ``block_hit_rate = hit_blocks / total_blocks``, ``peak_cached_blocks`` = the largest number of blocks the
    cache held after any request.
 
-Every LRU capacity at once, in one pass: :mod:`kvcalc.trace.lru_curve`.
+LRU answers come from one engine, the stack-depth profile of :mod:`kvcalc.trace.lru_curve` (every capacity
+at once, in one pass); :class:`CacheSimulator` replays FIFO directly and is the tests' LRU reference.
 
 This module computes; it never prints.
 """
@@ -27,15 +28,14 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 from kvcalc.out.errors import InputError
-from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens, read_trace
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens
 
 POLICIES = ("lru", "fifo")
 
@@ -132,7 +132,10 @@ def replay_result(policy: str, block_tokens: int, capacity_tokens: int | None, c
 
 
 class CacheSimulator:
-    """One cache (LRU or FIFO) of a fixed capacity, simulated directly with an OrderedDict."""
+    """One cache (LRU or FIFO) of a fixed capacity, simulated directly with an OrderedDict.
+
+    FIFO's replay; for LRU the direct reference that the stack-depth engine is tested against.
+    """
 
     def __init__(self, capacity_tokens: int | None, block_tokens: int, policy: str):
         check_policy(policy)
@@ -191,48 +194,26 @@ class CacheSimulator:
         )
 
 
-class RequestReplay(NamedTuple):
-    """What one request got from the cache in a single-capacity replay."""
-
-    request: TraceRequest
-    reused_tokens: int  # min(hit_blocks * block_tokens, input_length) [tokens]
-    hit_blocks: int  # leading blocks found in the cache [blocks]
-    cached_blocks: int  # blocks the cache holds after the request [blocks]
-
-
-def _replay_steps(sim: CacheSimulator, requests: Iterable[TraceRequest]) -> Iterator[RequestReplay]:
-    """Feed requests through ``sim`` one at a time, yielding each request's outcome."""
-    block_tokens = sim.block_tokens
-    for request in requests:
-        hit = sim.add(request.hash_ids, request.input_length)
-        yield RequestReplay(request, min(hit * block_tokens, request.input_length), hit, sim.cached_blocks)
-
-
-def replay_per_request(requests: Iterable[TraceRequest], capacity_tokens: int | None,
-                       block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru") -> Iterator[RequestReplay]:
-    """Replay requests through one cache of ``capacity_tokens`` [tokens] (None = infinite), lazily.
-
-    Yields one :class:`RequestReplay` per request, in order (same semantics as :func:`replay`); arguments are
-    checked at the call, before the first request is read. ``requests`` may be a streaming reader.
-    """
-    return _replay_steps(CacheSimulator(capacity_tokens, block_tokens, policy), requests)
-
-
 def replay_requests(requests: Iterable[TraceRequest], capacity_tokens: int | None,
                     block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru",
                     skipped_lines: int = 0) -> ReplayResult:
-    """Replay in-memory requests through one cache of ``capacity_tokens`` [tokens] (None = infinite)."""
+    """Replay in-memory requests through one cache of ``capacity_tokens`` [tokens] (None = infinite).
+
+    LRU reads the stack-depth profile (:mod:`kvcalc.trace.lru_curve`); FIFO simulates the cache directly.
+    """
+    if policy == "lru":
+        from kvcalc.trace.lru_curve import lru_curve_of_requests
+
+        return lru_curve_of_requests(requests, [capacity_tokens], block_tokens, skipped_lines)[0]
     sim = CacheSimulator(capacity_tokens, block_tokens, policy)
-    for _ in _replay_steps(sim, requests):
-        pass
+    for request in requests:
+        sim.add(request.hash_ids, request.input_length)
     return sim.finish(skipped_lines)
 
 
 def replay(path: str | Path, capacity_tokens: int | None, block_tokens: int = DEFAULT_BLOCK_TOKENS,
            policy: str = "lru", skip_bad: bool = False) -> ReplayResult:
-    """Replay a trace file through one cache of ``capacity_tokens`` [tokens] (None = infinite)."""
-    sim = CacheSimulator(capacity_tokens, block_tokens, policy)
-    reader = read_trace(path, block_tokens, skip_bad)
-    for _ in _replay_steps(sim, reader):
-        pass
-    return sim.finish(reader.skipped_lines)
+    """Replay a trace file through one cache of ``capacity_tokens`` [tokens] (None = infinite), one pass."""
+    from kvcalc.trace.analysis import analyze_trace
+
+    return analyze_trace(path, [capacity_tokens], block_tokens, policy, skip_bad).results[0]

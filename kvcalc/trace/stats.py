@@ -1,5 +1,5 @@
 """Whole-trace statistics in one streaming pass: request counts, length distributions, the trace's duration,
-distinct blocks and the hit rate of an infinite cache.
+and, from the LRU stack engine's profile, distinct blocks and the hit rate of an infinite cache.
 
 This module computes; it never prints.
 """
@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from kvcalc.out.units import ms_to_s
-from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens, read_trace
-from kvcalc.trace.replay import rate
+from kvcalc.trace.lru_curve import LruProfile, LruStackEngine
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,11 @@ class TraceStats:
 
 
 class StatsAccumulator:
-    """Trace statistics, one request at a time; holds lengths (8 bytes each) and the distinct ids."""
+    """Trace statistics, one request at a time: lengths (8 bytes each, for exact percentiles) and the time span.
+
+    Block figures (distinct blocks, the infinite cache's reuse) come from the LRU stack engine's profile: the
+    profile at an infinite capacity is the infinite cache, and its histogram ends at the distinct blocks.
+    """
 
     def __init__(self, block_tokens: int):
         self.block_tokens = block_tokens
@@ -57,32 +61,28 @@ class StatsAccumulator:
         self.output_lengths = array("q")
         self.first_ms = math.inf
         self.last_ms = -math.inf
-        self.seen: set[int] = set()
-        self.total_blocks = 0
-        self.hit_blocks = 0
-        self.reused_tokens = 0
 
-    def add(self, request: TraceRequest) -> None:
-        """Account one request."""
-        self.input_lengths.append(request.input_length)
-        self.output_lengths.append(request.output_length)
-        self.first_ms = min(self.first_ms, request.timestamp_ms)
-        self.last_ms = max(self.last_ms, request.timestamp_ms)
-        seen = self.seen
-        hit = 0
-        for h in request.hash_ids:
-            if h not in seen:
-                break
-            hit += 1
-        seen.update(request.hash_ids)
-        self.total_blocks += len(request.hash_ids)
-        self.hit_blocks += hit
-        self.reused_tokens += min(hit * self.block_tokens, request.input_length)
+    def add(self, timestamp_ms: float, input_length: int, output_length: int) -> None:
+        """Account one request (timestamp [ms], lengths [tokens])."""
+        self.input_lengths.append(input_length)
+        self.output_lengths.append(output_length)
+        if timestamp_ms < self.first_ms:
+            self.first_ms = timestamp_ms
+        if timestamp_ms > self.last_ms:
+            self.last_ms = timestamp_ms
 
-    def finish(self, skipped_lines: int) -> TraceStats:
-        """The statistics of everything added."""
+    def add_records(self, records: Sequence) -> None:
+        """Account requests given as records with ``timestamp`` [ms], ``input_length``, ``output_length``."""
+        self.input_lengths.extend([r.input_length for r in records])
+        self.output_lengths.extend([r.output_length for r in records])
+        timestamps = [r.timestamp for r in records]
+        self.first_ms = min(self.first_ms, min(timestamps))
+        self.last_ms = max(self.last_ms, max(timestamps))
+
+    def finish(self, skipped_lines: int, profile: LruProfile) -> TraceStats:
+        """The statistics of everything added; block figures from ``profile`` (the same requests)."""
         requests = len(self.input_lengths)
-        input_tokens = sum(self.input_lengths)
+        infinite = profile.at(None)
         return TraceStats(
             block_tokens=self.block_tokens,
             requests=requests,
@@ -90,21 +90,22 @@ class StatsAccumulator:
             duration_s=ms_to_s(self.last_ms - self.first_ms) if requests else 0.0,
             input=_length_stats(self.input_lengths),
             output=_length_stats(self.output_lengths),
-            total_blocks=self.total_blocks,
-            distinct_blocks=len(self.seen),
-            max_reused_tokens=self.reused_tokens,
-            max_token_hit_rate=rate(self.reused_tokens, input_tokens),
-            max_block_hit_rate=rate(self.hit_blocks, self.total_blocks),
+            total_blocks=profile.total_blocks,
+            distinct_blocks=profile.distinct_blocks,
+            max_reused_tokens=infinite.reused_tokens,
+            max_token_hit_rate=infinite.token_hit_rate,
+            max_block_hit_rate=infinite.block_hit_rate,
         )
 
 
 def _length_stats(lengths: array) -> LengthStats:
-    """Total, mean, p50/p90/p99 and max of per-request lengths [tokens]."""
+    """Total (an exact integer), mean, p50/p90/p99 and max of per-request lengths [tokens]."""
     values = np.frombuffer(lengths, dtype=np.int64) if len(lengths) else np.zeros(1, np.int64)
     p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    total = sum(lengths)  # Python integers: never wraps (two lengths of 2^63 - 1 make 2^64 - 2)
     return LengthStats(
-        total_tokens=int(values.sum()) if len(lengths) else 0,
-        mean_tokens=float(values.mean()),
+        total_tokens=total,
+        mean_tokens=total / len(lengths) if len(lengths) else 0.0,
         p50_tokens=float(p50),
         p90_tokens=float(p90),
         p99_tokens=float(p99),
@@ -117,15 +118,15 @@ def stats_of_requests(requests: Iterable[TraceRequest], block_tokens: int = DEFA
     """Statistics of in-memory requests (hash_ids must already fit ``block_tokens``)."""
     check_block_tokens(block_tokens)
     acc = StatsAccumulator(block_tokens)
+    engine = LruStackEngine(block_tokens)
     for request in requests:
-        acc.add(request)
-    return acc.finish(skipped_lines)
+        acc.add(request.timestamp_ms, request.input_length, request.output_length)
+        engine.add(request.hash_ids, request.input_length)
+    return acc.finish(skipped_lines, engine.finish(skipped_lines))
 
 
 def trace_stats(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False) -> TraceStats:
     """Statistics of a trace file, in one streaming pass."""
-    reader = read_trace(path, block_tokens, skip_bad)
-    acc = StatsAccumulator(block_tokens)
-    for request in reader:
-        acc.add(request)
-    return acc.finish(reader.skipped_lines)
+    from kvcalc.trace.analysis import analyze_trace
+
+    return analyze_trace(path, [], block_tokens, skip_bad=skip_bad).stats
