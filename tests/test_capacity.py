@@ -20,12 +20,13 @@ def row(model, hw="h100-sxm", link="pcie-gen5-x16", **kw):
 
 def test_v4_flash_on_8xh100():
     r = row("deepseek-v4-flash")
-    # per GPU: 80e9 x 0.9 - 284e9 x 1 B / 8 = 72e9 - 35.5e9 = 36.5e9 B; latent replicated on every rank
-    assert r["kv_budget_bytes_per_gpu"] == pytest.approx(36.5e9)
-    assert r["kv_budget_bytes"] == pytest.approx(8 * 36.5e9)
-    # one 4K request: 17,608,704 + 12,206,080 state = 29,814,784 B -> floor(36.5e9 / 29,814,784) = 1,224
+    # per GPU: 80e9 x 0.9 - 155,926,583,096 B (the release's FP4-expert weights) / 8 = 72e9 - 19,490,822,887
+    # = 52,509,177,113 B; latent replicated on every rank
+    assert r["kv_budget_bytes_per_gpu"] == pytest.approx(52_509_177_113)
+    assert r["kv_budget_bytes"] == pytest.approx(8 * 52_509_177_113)
+    # one 4K request: 17,608,704 + 12,206,080 state = 29,814,784 B -> floor(52,509,177,113 / 29,814,784) = 1,761
     assert r["kv_bytes_per_request"] == 29_814_784
-    assert r["max_requests"] == 1224
+    assert r["max_requests"] == 1761
     # 16-token block of the paged compressed cache, each layer's page padded to 576 B (FlashMLA):
     # CSA: 16/4 = 4 entries x 584 = 2,336 -> 5 x 576 = 2,880, + 4 x 68 indexer = 3,152 B, x 21 = 66,192
     # HCA: 16/128 of an entry x 584 = 73 -> 576 B, x 20 = 11,520; total 77,712 B (unpadded 56,228)
@@ -66,13 +67,13 @@ def test_weights_that_do_not_fit_are_flagged_not_negative():
 
 def test_dp_attention_multiplies_by_gpus():
     r = row("deepseek-v4-flash", attention="dp")
-    assert r["max_requests"] == 8 * 1224
+    assert r["max_requests"] == 8 * 1761
 
 
 def test_reserve_and_utilisation():
     r = row("deepseek-v4-flash", hbm_utilization=0.95, reserve_bytes_per_gpu=4e9)
-    # 76e9 - 35.5e9 - 4e9 = 36.5e9 again
-    assert r["max_requests"] == 1224
+    # 76e9 - 19,490,822,887 - 4e9 = 52,509,177,113 again
+    assert r["max_requests"] == 1761
 
 
 def _scaled(layers: int, params: float) -> ModelPreset:

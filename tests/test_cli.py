@@ -49,7 +49,7 @@ def test_capacity_default_is_the_articles_table():
                 "kv_bytes_per_request", "max_requests", "block_tokens", "block_bytes", "block_page_in_s"):
         assert all(key in x for x in env["results"]), key
     flash = env["results"][3]
-    assert flash["max_requests"] == 1224 and flash["gpus"] == 8 and flash["context_tokens"] == 4096
+    assert flash["max_requests"] == 1761 and flash["gpus"] == 8 and flash["context_tokens"] == 4096
 
 
 def test_capacity_golden_table():

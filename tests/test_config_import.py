@@ -201,7 +201,7 @@ BASE = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "nu
     ({"layer_types": ["full_attention", "banana"]}, "'layer_types': unknown layer type(s) banana"),
     ({"num_key_value_heads": 3}, "'num_key_value_heads': 3 does not divide num_attention_heads 4"),
     ({"hybrid_override_pattern": "M*X"}, "'hybrid_override_pattern'"),
-    ({"compress_ratios": [0, 4]}, "'compress_ratios'"),
+    ({"compress_ratios": [0, 4, 128]}, "'compress_ratios': has 3 entries but num_hidden_layers is 2"),
 ])
 def test_bad_config_fields(tmp_path, change, expect):
     cfg = {k: v for k, v in (BASE | change).items() if v is not None}
@@ -242,7 +242,11 @@ def test_import_writes_a_preset_that_validates(tmp_path):
     assert "# tie_word_embeddings absent: assumed true" in out.read_text()
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.iterdir() if p.is_dir()))
+# the shipped deepseek-v4-* presets are written by hand from the paper (test_v4_import_gives_the_shipped_kv_bytes)
+HAND_WRITTEN = {"deepseek-v4-flash", "deepseek-v4-pro"}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.iterdir() if p.is_dir() and p.name not in HAND_WRITTEN))
 def test_shipped_imports_match_a_fresh_import(name):
     # presets/models/<name>.toml were written by `kvcalc import tests/fixtures/configs/<name> --source ... --output`
     shipped = catalog.read_toml(catalog.presets_root() / "models" / f"{name}.toml")

@@ -24,7 +24,7 @@ def test_module_runs_from_another_directory(tmp_path):
     r = _run([sys.executable, "-m", "kvcalc", "capacity", "--format", "json"], tmp_path)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["results"]
-    assert [x["model"] for x in rows][3] == "deepseek-v4-flash" and rows[3]["max_requests"] == 1224
+    assert [x["model"] for x in rows][3] == "deepseek-v4-flash" and rows[3]["max_requests"] == 1761
 
 
 def test_console_script_and_shipped_presets(tmp_path):

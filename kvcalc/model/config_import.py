@@ -236,9 +236,10 @@ def _mtp_layers(cfg: Config) -> int:
 
 def map_groups(cfg: Config) -> tuple[list[dict], dict]:
     """(layer groups, model-level fields: q_heads, qk_head_dim, v_head_dim) read from the config."""
-    if cfg.has("compress_ratios"):
-        cfg.fail("compress_ratios", "DeepSeek V4 compressed attention is not mapped from configs yet; "
-                 "use the shipped deepseek-v4-flash / deepseek-v4-pro presets")
+    if cfg.has("compress_ratios"):  # DeepSeek V4: sliding window + CSA/HCA compressed layers
+        from kvcalc.model import config_v4
+
+        return config_v4.groups(cfg, _mtp_layers(cfg))
     layers = cfg.int("num_hidden_layers", what="the layer count")
     hidden = cfg.int("hidden_size")
     kinds = _pattern(cfg, layers)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 # bytes per parameter of a quantized linear layer, scales included (nvfp4: 0.5 + 1 / group_size)
 QUANT_BYTES = {"mxfp4": 0.5 + 1 / 32}
+# ``expert_dtype`` (DeepSeek V4): fp4 = 0.5 B + one 1-byte UE8M0 scale per 32 elements
+EXPERT_BYTES = {"fp4": 0.5 + 1 / 32, "fp8": 1 + 1 / (128 * 128)}
 COMPONENTS = ("embedding", "lm_head", "attention", "dense_mlp", "shared_experts", "routed_experts", "other")
 
 
@@ -92,8 +94,12 @@ def count(cfg, dtype_bytes: float) -> dict:
     """Preset fields from the config: params_total_b, params_active_b, weight_bytes_per_param, weights_gb,
     and per-component parameters and bytes (``components``) for the import report."""
     from kvcalc.model.config_import import HYBRID_CHARS, _pattern
-    from kvcalc.out import units
 
+    if cfg.has("compress_ratios"):  # DeepSeek V4: its own tensor shapes
+        from kvcalc.model import config_v4
+
+        parts, inactive = config_v4.parts(cfg, lambda hidden, inter: _mlp(cfg, hidden, inter))
+        return _totals(cfg, parts, inactive, dtype_bytes)
     layers, hidden = cfg.int("num_hidden_layers"), cfg.int("hidden_size")
     vocab = cfg.int("vocab_size", 0, minimum=0)
     kinds = _pattern(cfg, layers)
@@ -133,6 +139,12 @@ def count(cfg, dtype_bytes: float) -> dict:
         elif mlp_kinds is not None or kind is not None:
             parts["dense_mlp"] += _mlp(cfg, hidden, dense_inter)
     parts["other"] += hidden  # final norm
+    return _totals(cfg, parts, inactive, dtype_bytes)
+
+
+def _totals(cfg, parts: dict, inactive: int, dtype_bytes: float) -> dict:
+    from kvcalc.out import units
+
     total = sum(parts.values())
     comp_bytes = _component_bytes(cfg, parts, dtype_bytes)
     weight_bytes = sum(comp_bytes.values())
@@ -176,9 +188,10 @@ def _quant(cfg) -> tuple[str | None, float, list[str]]:
     method = str(q.get("quant_method") or "").lower()
     algo = str(q.get("quant_algo") or "").lower()
     skip = list(q.get("modules_to_not_convert") or q.get("ignored_layers") or q.get("exclude_modules") or [])
-    if method == "fp8":
+    if method == "fp8":  # one scale per block: fp32 (DeepSeek V3's scale_inv) or UE8M0 (1 B, scale_fmt ue8m0)
         block = q.get("weight_block_size") or [128, 128]
-        return "fp8", 1 + 4 / (block[0] * block[1]), skip
+        scale = 1 if str(q.get("scale_fmt") or "").lower() == "ue8m0" else 4
+        return "fp8", 1 + scale / (block[0] * block[1]), skip
     if method == "mxfp4":
         return "mxfp4", QUANT_BYTES["mxfp4"], skip
     if algo == "nvfp4" or method == "nvfp4":  # 4-bit elements + one FP8 scale per group (16)
@@ -205,6 +218,13 @@ def _component_bytes(cfg, parts: dict, dtype_bytes: float) -> dict:
         if quantized and any(m in s for s in skip for m in _SKIP_MARKS[name]):
             quantized = False
         out[name] = n * (qbytes if quantized else dtype_bytes)
+    if cfg.get("expert_dtype") is not None:  # DeepSeek V4: routed experts stored apart from the FP8 backbone
+        kind = str(cfg.get("expert_dtype")).lower()
+        if kind not in EXPERT_BYTES:
+            cfg.fail("expert_dtype", f"{kind!r} is not mapped (known: {', '.join(EXPERT_BYTES)})")
+        out["routed_experts"] = parts["routed_experts"] * EXPERT_BYTES[kind]
+        cfg.note(f"routed experts in {kind} ({EXPERT_BYTES[kind]:g} B/param: 4-bit elements + one UE8M0 scale per "
+                 "32, as the V4 checkpoints store them: I8-packed [2,048, 2,048] with F8_E8M0 scales [2,048, 128])")
     if method is not None:
         cfg.note(f"weights: {method} ({qbytes:g} B/param with scales) on the decoder's linear layers "
                          f"except {', '.join(skip) if skip else 'none listed'}; embedding, LM head and norms at "
