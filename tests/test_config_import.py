@@ -49,7 +49,13 @@ def test_gpt_oss_120b_sliding_and_full():
 
 
 def test_gemma3_27b_window_pattern_from_text_config():
-    # text_config: 62 layers, every 6th global -> 10 full + 52 sliding (window 1,024); 16 KV heads x 256 x 2 = 8,192 B
+    # text_config: 62 layers, every 6th global -> 10 full + 52 sliding (window 1,024); 16 KV heads x 256 x 2 = 8,192 B.
+    # The released config has no sliding_window_pattern (nor vocab_size, max_position_embeddings): transformers'
+    # Gemma3TextConfig supplies 6 (262,208; 131,072). Read as a bare sliding_window it would put all 62 layers in
+    # the window: 62 x 1,024 x 8,192 at 4K instead of the 10 x 4,096 x 8,192 + 52 x 1,024 x 8,192 below.
+    notes = import_config(str(CONFIGS / "gemma-3-27b")).notes
+    assert "text_config.sliding_window_pattern absent: assumed 6 (transformers' Gemma3TextConfig default)" in notes
+    assert "text_config.vocab_size absent: assumed 262208 (transformers' Gemma3TextConfig default)" in notes
     gs = {g.name: g for g in att.resolve_groups(model("gemma-3-27b"))}
     assert (gs["full"].layers, gs["sliding"].layers, gs["sliding"].window_tokens) == (10, 52, 1024)
     assert kv_bytes("gemma-3-27b", 512) == 62 * 512 * 8192
@@ -134,6 +140,7 @@ def test_gpt_oss_mxfp4_weight_bytes():
     rest = sum(x for k, (x, _) in r.components.items() if k != "routed_experts")
     assert r.preset["weights_gb"] * 1e9 == pytest.approx(b + 2 * rest, rel=1e-12)
     assert r.preset["params_total_b"] == pytest.approx(116.83, rel=1e-3)
+    assert "torch_dtype absent: assumed 2 (bf16 weights)" in r.notes   # the released config has no torch_dtype
 
 
 def test_fp8_block_scales():

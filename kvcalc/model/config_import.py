@@ -30,6 +30,11 @@ LAYER_TYPES = {"full_attention": "full", "attention": "full", "global": "full", 
 HYBRID_CHARS = {"M": "mamba", "*": "full", "-": None, "E": None}  # Nemotron-H: MLP/MoE layers hold no cache
 DTYPES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1}
 STATE_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+# Fields a released config leaves to its transformers class's defaults, by model_type (the class, its source).
+# google/gemma-3-27b-it's text_config has no sliding_window_pattern, vocab_size or max_position_embeddings:
+# transformers' Gemma3TextConfig fills them (models/gemma3/configuration_gemma3.py: 6, 262,208, 131,072).
+CLASS_DEFAULTS = {"gemma3_text": ("Gemma3TextConfig", {"sliding_window_pattern": 6, "vocab_size": 262_208,
+                                                       "max_position_embeddings": 131_072})}
 
 
 def config_file(ref: str) -> Path:
@@ -67,15 +72,29 @@ class Config:
         self.nested = nested or set()   # keys that came from text_config
         self.read: list = []            # field names read, in order (for the preset's source)
         self.notes: list = []           # what was assumed
+        self.defaulted: set = set()     # keys filled from CLASS_DEFAULTS (assumed, not read)
 
     @classmethod
     def of(cls, data: dict, path: str) -> "Config":
         text = data.get("text_config")
         if text is None:
-            return cls(path, dict(data))
+            return cls(path, dict(data)).class_defaults()
         if not isinstance(text, dict):
             raise InputError(f"{path}: field 'text_config': not an object")
-        return cls(path, {**data, **text}, set(text))
+        return cls(path, {**data, **text}, set(text)).class_defaults()
+
+    def class_defaults(self) -> "Config":
+        """Fill the fields the config leaves to its transformers class (CLASS_DEFAULTS), each with a note."""
+        kind = self.data.get("model_type")
+        if kind in CLASS_DEFAULTS and isinstance(kind, str):
+            owner, defaults = CLASS_DEFAULTS[kind]
+            for key, value in defaults.items():
+                if self.data.get(key) is None:
+                    if "model_type" in self.nested:
+                        self.nested.add(key)
+                    self.data[key] = self.assume(key, value, f"transformers' {owner} default")
+                    self.defaulted.add(key)
+        return self
 
     def name(self, key: str) -> str:
         return f"text_config.{key}" if key in self.nested else key
@@ -88,7 +107,7 @@ class Config:
 
     def get(self, key: str, default=None):
         if self.has(key):
-            if key not in self.read:
+            if key not in self.read and key not in self.defaulted:
                 self.read.append(key)
             return self.data[key]
         return default
