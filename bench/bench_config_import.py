@@ -17,7 +17,7 @@ from pathlib import Path
 from bench_startup import wall_s  # same folder: one way of timing a fresh process
 
 CONFIGS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "configs"
-MODELS = ("qwen3-32b", "gpt-oss-120b", "qwen3-next-80b-a3b", "glm-5")
+MODELS = ("qwen3-32b", "gpt-oss-120b", "qwen3-next-80b-a3b", "glm-5", "deepseek-v4-flash")
 
 
 def main() -> None:
