@@ -310,10 +310,11 @@ def test_node_cache_tokens_by_hand():
     from kvcalc.trace.node_cache import node_cache_tokens
 
     h100 = catalog.load_hardware("h100-sxm")
-    # V4 Flash on 8 x H100: per-GPU budget 72e9 - 284e9 / 8 = 36.5e9 B; its 512-token block is 1,812,864 B with
-    # page padding (the trace's note) and the latent cache is replicated on every GPU:
-    # floor(36.5e9 / 1,812,864) = floor(20,134.0) = 20,133 blocks x 512 = 10,308,096 tokens
-    assert node_cache_tokens(catalog.load_model("deepseek-v4-flash"), h100, 8, 512) == 10_308_096
+    # V4 Flash on 8 x H100: per-GPU budget 72e9 - 155,926,583,096 / 8 (the release's FP4-expert weights) =
+    # 52,509,177,113 B; its 512-token block is 1,812,864 B with page padding (the trace's note) and the latent
+    # cache is replicated on every GPU: floor(52,509,177,113 / 1,812,864) = floor(28,964.7) = 28,964 blocks x 512
+    # = 14,829,568 tokens
+    assert node_cache_tokens(catalog.load_model("deepseek-v4-flash"), h100, 8, 512) == 14_829_568
     # Llama-3-70B: 54.35e9 B per GPU; a 512-token block = 512 x 327,680 = 167,772,160 B, 1/8 per GPU (8 KV heads
     # over TP 8) = 20,971,520 B -> floor(2,591.6) = 2,591 blocks x 512 = 1,326,592 tokens
     assert node_cache_tokens(catalog.load_model("llama-3-70b"), h100, 8, 512) == 1_326_592
