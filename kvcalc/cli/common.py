@@ -15,8 +15,14 @@ CheckOpt = Annotated[Optional[list[str]], typer.Option(
 ExplainOpt = Annotated[bool, typer.Option("--explain", help="show each formula with the numbers substituted",
                                           rich_help_panel="Output")]
 KvDtypeOpt = Annotated[Optional[str], typer.Option(
-    "--kv-dtype", help="full-attention KV dtype: bf16 | fp16 | fp8 | int8 | int4 (default: the model's)",
+    "--kv-dtype", help="full-attention KV format: bf16 | fp16 | fp32 | fp8 | int8 | int4 | fp8-per-token-head | "
+    "nvfp4 | int4-grouped | kivi (scales counted; see kv --explain; default: the model's)",
     rich_help_panel="KV layout")]
+KvGroupSizeOpt = Annotated[int, typer.Option(
+    "--kv-group-size", help="int4-grouped/kivi: elements per FP16 scale+zero group (KIVI: 32)",
+    rich_help_panel="KV layout")]
+KvResidualOpt = Annotated[int, typer.Option(
+    "--kv-residual-tokens", help="kivi: most recent tokens kept in BF16 (KIVI: 128)", rich_help_panel="KV layout")]
 MlaLayoutOpt = Annotated[Optional[str], typer.Option(
     "--mla-layout", help="MLA entry: bf16 (1,152 B/layer) | fp8 (576) | fp8-flashmla (656); default: the model's",
     rich_help_panel="KV layout")]
@@ -31,21 +37,29 @@ StateDtypeOpt = Annotated[Optional[str], typer.Option(
     "model's; bf16 as vLLM keeps it unless told otherwise)", rich_help_panel="KV layout")]
 
 
-def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype=None):
+def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype=None, kv_group_size=None,
+               kv_residual_tokens=None):
     """Validate the layout choices -> attention.KvOptions."""
     from typing import get_args
 
+    from kvcalc.model import kv_formats
     from kvcalc.model.attention import KvOptions
-    from kvcalc.model.schema import IndexerDtype, KvDtype, MlaLayout, StateDtype
+    from kvcalc.model.schema import IndexerDtype, MlaLayout, StateDtype
     from kvcalc.out.errors import InputError
+    from kvcalc.out.units import check_positive
 
-    for flag, value, allowed in (("--kv-dtype", kv_dtype, KvDtype), ("--mla-layout", mla_layout, MlaLayout),
-                                 ("--indexer-dtype", indexer_dtype, IndexerDtype),
-                                 ("--state-dtype", state_dtype, StateDtype)):
-        if value is not None and value not in get_args(allowed):
-            raise InputError(f"{flag}: {value!r} is not one of {', '.join(get_args(allowed))}")
+    for flag, value, allowed in (("--kv-dtype", kv_dtype, kv_formats.FORMATS),
+                                 ("--mla-layout", mla_layout, get_args(MlaLayout)),
+                                 ("--indexer-dtype", indexer_dtype, get_args(IndexerDtype)),
+                                 ("--state-dtype", state_dtype, get_args(StateDtype))):
+        if value is not None and value not in allowed:
+            raise InputError(f"{flag}: {value!r} is not one of {', '.join(allowed)}")
+    gs = kv_formats.DEFAULT_GROUP_SIZE if kv_group_size is None else kv_group_size
+    residual = kv_formats.DEFAULT_RESIDUAL_TOKENS if kv_residual_tokens is None else kv_residual_tokens
+    check_positive(gs, "--kv-group-size", limit=2**20)
+    check_positive(residual, "--kv-residual-tokens", allow_zero=True, limit=2**40)
     return KvOptions(kv_dtype=kv_dtype, mla_layout=mla_layout, indexer_dtype=indexer_dtype, mtp=mtp,
-                     state_dtype=state_dtype)
+                     state_dtype=state_dtype, kv_group_size=gs, kv_residual_tokens=residual)
 
 
 def check_format(fmt: str) -> str:

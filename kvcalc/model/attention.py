@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from kvcalc.model import kv_formats
 from kvcalc.model.schema import (KV_DTYPE_BYTES, CompressedGroup, FullGroup, LinearGroup, MambaGroup, MlaGroup,
                                  ModelPreset)
 
@@ -45,11 +46,13 @@ def indexer_key_bytes(dtype: str, head_dim: int) -> int:
     raise ValueError(f"unknown indexer dtype {dtype!r}")
 
 
-def full_entry_bytes(kv_heads: int, head_dim: int, head_dim_v: int, dtype: str, k_eq_v: bool = False) -> float:
-    """K and V of one token in one full-attention layer [B]: kv_heads x (d_k + d_v) x dtype bytes;
-    kv_heads x d_k x dtype bytes when K and V are one tensor (``k_eq_v``, Gemma 4)."""
-    dims = head_dim if k_eq_v else head_dim + head_dim_v
-    return kv_heads * dims * KV_DTYPE_BYTES[dtype]
+def full_entry_bytes(kv_heads: int, head_dim: int, head_dim_v: int, dtype: str, k_eq_v: bool = False,
+                     group_size: int = kv_formats.DEFAULT_GROUP_SIZE) -> float:
+    """K and V of one token in one full-attention layer [B]: kv_heads x (K row + V row), a row being
+    d x dtype bytes for plain dtypes, plus its scales for quantised formats (kv_formats.row_bytes);
+    kv_heads x K row when K and V are one tensor (``k_eq_v``, Gemma 4)."""
+    k = kv_formats.row_bytes(dtype, head_dim, group_size)
+    return kv_heads * (k if k_eq_v else k + kv_formats.row_bytes(dtype, head_dim_v, group_size))
 
 
 # Conv states stay in the activation dtype (vLLM mamba_cache_dtype "auto" = the model's bf16) [B/element].
@@ -98,6 +101,8 @@ class KvOptions:
     indexer_dtype: Optional[str] = None
     mtp: bool = False
     state_dtype: Optional[str] = None   # recurrent state of linear/Mamba layers
+    kv_group_size: int = kv_formats.DEFAULT_GROUP_SIZE          # int4-grouped / kivi group of G elements
+    kv_residual_tokens: int = kv_formats.DEFAULT_RESIDUAL_TOKENS  # kivi: recent tokens kept in BF16
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,8 @@ class GroupLayout:
     qk_head_dim: Optional[int] = None
     v_head_dim: Optional[int] = None
     recurrent_flops_per_token: float = 0.0   # per layer per token (linear attention, Mamba) [FLOP]
+    residual_tokens: int = 0        # KIVI: the most recent min(L, R) tokens are kept in BF16 ...
+    residual_extra_bytes: float = 0.0  # ... costing this much more per layer per token than the INT4 entry [B]
 
 
 RECURRENT_KINDS = ("linear", "mamba")
@@ -163,7 +170,14 @@ def indexed_entries(g: GroupLayout, tokens):
 def stored_bytes_per_layer(g: GroupLayout, tokens):
     """KV bytes stored per layer for one request of ``tokens`` tokens, excluding fixed state [B]."""
     entries = dense_entries(g, tokens) + compressed_entries(g, tokens)
-    return entries * g.entry_bytes + indexed_entries(g, tokens) * g.indexer_bytes
+    return entries * g.entry_bytes + indexed_entries(g, tokens) * g.indexer_bytes + residual_bytes(g, tokens)
+
+
+def residual_bytes(g: GroupLayout, tokens):
+    """Extra bytes per layer of KIVI's full-precision residual window: min(L, R) x extra [B]; 0 without one."""
+    if not g.residual_tokens:
+        return tokens * 0
+    return _minimum(dense_entries(g, tokens), g.residual_tokens) * g.residual_extra_bytes
 
 
 def stored_bytes(g: GroupLayout, tokens):
@@ -193,7 +207,8 @@ def read_bytes_per_step(g: GroupLayout, tokens):
         entries = _minimum(dense, g.top_k) + comp
     else:
         entries = dense + _minimum(comp, g.top_k)
-    return g.layers * (entries * g.entry_bytes + indexed_entries(g, tokens) * g.indexer_bytes)
+    return g.layers * (entries * g.entry_bytes + indexed_entries(g, tokens) * g.indexer_bytes
+                       + residual_bytes(g, tokens))
 
 
 def long_context_bytes_per_token(g: GroupLayout) -> float:
@@ -223,14 +238,19 @@ def _full(grp: FullGroup, opts: KvOptions, model: ModelPreset) -> GroupLayout:
     hv = grp.head_dim_v or grp.head_dim
     kind = "chunked" if grp.chunk_tokens else ("sliding" if grp.window_tokens else "full")
     dims = f"{grp.head_dim}, K = V" if grp.k_eq_v else f"{grp.head_dim} + {hv}"
+    gs = opts.kv_group_size
+    residual = opts.kv_residual_tokens if dtype == "kivi" else 0
+    extra = grp.kv_heads * (kv_formats.residual_extra_bytes(dtype, grp.head_dim, gs)
+                            + (0 if grp.k_eq_v else kv_formats.residual_extra_bytes(dtype, hv, gs)))
     return GroupLayout(
         name=grp.name, kind=kind, layers=grp.layers,
         window_tokens=grp.window_tokens, ratio=None,
-        entry_bytes=full_entry_bytes(grp.kv_heads, grp.head_dim, hv, dtype, grp.k_eq_v),
+        entry_bytes=full_entry_bytes(grp.kv_heads, grp.head_dim, hv, dtype, grp.k_eq_v, gs),
         indexer_bytes=0, indexed=None, top_k=None, state_bytes_per_layer=0, kv_heads=grp.kv_heads,
         layout=f"{dtype}, {grp.kv_heads} KV heads x ({dims})", chunk_tokens=grp.chunk_tokens,
         q_heads=grp.q_heads, qk_head_dim=grp.head_dim if grp.q_heads else None,
-        v_head_dim=hv if grp.q_heads else None)
+        v_head_dim=hv if grp.q_heads else None, residual_tokens=residual,
+        residual_extra_bytes=extra if residual else 0.0)
 
 
 def _state_group(name: str, kind: str, layers: int, heads: int, state: float, flops: float, label: str):

@@ -161,6 +161,7 @@ def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
             rows.append(profile_row(p))
             grows.extend(group_rows(p))
             lines.extend(kv_explain.kv_lines(name, groups, tokens, p.kv_bytes_per_request))
+            lines.extend(kv_explain.format_lines(model, opts))
         notes.extend(context_notes(name, model, contexts))
         if model.as_stated_kv_bytes_per_token is not None:
             notes.append(f"{name}: as-stated flat figure, not derived from the architecture")
@@ -171,4 +172,8 @@ def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
               "indexer_dtype": opts.indexer_dtype, "mtp": opts.mtp}
     if opts.state_dtype:
         inputs["state_dtype"] = opts.state_dtype
+    if opts.kv_dtype in ("int4-grouped", "kivi"):
+        inputs["kv_group_size"] = opts.kv_group_size
+    if opts.kv_dtype == "kivi":
+        inputs["kv_residual_tokens"] = opts.kv_residual_tokens
     return Result("kv", inputs, main, (breakdown,), tuple(lines), tuple(notes))

@@ -30,6 +30,9 @@ def group_stored(g: att.GroupLayout, tokens: int) -> str:
         entry = (f"({_n(g.entry_bytes)} + {_n(g.indexer_bytes)} idx) B" if g.indexed == "compressed"
                  else f"{_n(g.entry_bytes)} B")
         parts.append(f"{ce} x {entry}")
+    if g.residual_tokens:
+        parts.append(f"min(L, R={_n(g.residual_tokens)})={_n(att._minimum(tokens, g.residual_tokens))} x "
+                     f"{_n(g.residual_extra_bytes)} B BF16 residual")
     body = " + ".join(parts)
     if not parts:  # a state-only group (linear attention, Mamba): nothing grows with L
         line = f"{g.name} ({g.kind}): no per-token entries"
@@ -61,4 +64,29 @@ def kv_lines(name: str, groups: list[att.GroupLayout], tokens: int, total: float
     lines += ["  " + group_read(g, tokens) for g in groups]
     lines.append(f"  total per request = {fmt_bytes_exact(total)} ({fmt_bytes(total)}); "
                  f"/ L = {fmt_count(total / tokens)} B/token")
+    return lines
+
+
+def format_lines(model, opts: att.KvOptions) -> list[str]:
+    """The byte layout of each full-attention group's entry in the chosen KV format, with its source."""
+    from kvcalc.model import kv_formats
+
+    if model.as_stated_kv_bytes_per_token is not None:
+        return []
+    dtype = opts.kv_dtype or model.kv_dtype
+    gs = opts.kv_group_size
+    lines = []
+    for grp in model.layer_groups:
+        if grp.kind != "full" or (grp.mtp and not opts.mtp):
+            continue
+        hv = grp.head_dim_v or grp.head_dim
+        entry = att.full_entry_bytes(grp.kv_heads, grp.head_dim, hv, dtype, gs)
+        rows = (f"K and V each {kv_formats.row_layout(dtype, hv, gs)}" if hv == grp.head_dim else
+                f"K {kv_formats.row_layout(dtype, grp.head_dim, gs)}; V {kv_formats.row_layout(dtype, hv, gs)}")
+        line = f"  {grp.name} entry ({dtype}): {grp.kv_heads} KV heads x 2 rows [{rows}] = {fmt_count(entry)} B/layer/token"
+        if dtype == "kivi":
+            line += f"; residual R = {opts.kv_residual_tokens:,} tokens"
+        if dtype in kv_formats.SOURCES:
+            line += f" (source: {kv_formats.SOURCES[dtype]})"
+        lines.append(line)
     return lines
