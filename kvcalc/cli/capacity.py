@@ -6,9 +6,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt,
-                               StateDtypeOpt)
+from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, KvGroupSizeOpt,
+                               KvResidualOpt, MlaLayoutOpt, MtpOpt, StateDtypeOpt)
 
+E = "Engine (what vLLM/SGLang allocate)"
 ARTICLE_MODELS = ["mha-96l-64h", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro"]
 
 
@@ -27,7 +28,41 @@ def capacity(
     bandwidth: Annotated[str, typer.Option("--bandwidth", help="measured | theoretical link bandwidth")] = "measured",
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
     state_dtype: StateDtypeOpt = None,
-    mtp: MtpOpt = False, fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
+    mtp: MtpOpt = False, kv_group_size: KvGroupSizeOpt = 32, kv_residual_tokens: KvResidualOpt = 128,
+    engine: Annotated[str, typer.Option("--engine", help="ideal (the architecture's bytes on datasheet memory) | "
+                                        "vllm | sglang (what the engine allocates and logs)", rich_help_panel=E)] = "ideal",
+    solve: Annotated[Optional[str], typer.Option("--solve", help="max-model-len | max-concurrency | "
+                                                 "gpu-memory-utilization (the inverse questions)", rich_help_panel=E)] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="--solve gpu-memory-utilization: requests of "
+                                             "--max-model-len tokens to serve at once", rich_help_panel=E)] = 1,
+    gpu_memory_utilization: Annotated[str, typer.Option("--gpu-memory-utilization", help="vLLM's share of the "
+                                                        "CUDA total, e.g. 0.9", rich_help_panel=E)] = "0.9",
+    mem_fraction_static: Annotated[Optional[str], typer.Option("--mem-fraction-static", help="SGLang's static "
+                                   "share (default by TP: 0.88 at 1 ... 0.79 at 16)", rich_help_panel=E)] = None,
+    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", help="tokens per request for the "
+                             "engine's max concurrency (default: --context)", rich_help_panel=E)] = None,
+    max_num_batched_tokens: Annotated[Optional[str], typer.Option("--max-num-batched-tokens", help="vLLM's "
+                                      "profiling batch (default 8,192 on >= 70 GiB GPUs, else 2,048)",
+                                      rich_help_panel=E)] = None,
+    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="vLLM's sequence limit (default "
+                            "1,024 on >= 70 GiB GPUs, else 256; the logged concurrency ignores it)",
+                            rich_help_panel=E)] = None,
+    block_size: Annotated[Optional[int], typer.Option("--block-size", help="vLLM's block size in tokens "
+                          "(default 16)", rich_help_panel=E)] = None,
+    total_memory: Annotated[Optional[str], typer.Option("--total-memory", help="vLLM: total_gpu_memory; SGLang: "
+                            "free memory at start, e.g. 79.19GiB (default: the preset's CUDA total)",
+                            rich_help_panel=E)] = None,
+    weights_memory: Annotated[Optional[str], typer.Option("--weights-memory", help="weights per GPU as logged, "
+                              "e.g. 14.08GiB (default: model weights / GPUs)", rich_help_panel=E)] = None,
+    activation_memory: Annotated[Optional[str], typer.Option("--activation-memory", help="vLLM's activation "
+                                 "peak, e.g. 1.97GiB (default: estimated from batched tokens and shapes)",
+                                 rich_help_panel=E)] = None,
+    non_torch_memory: Annotated[Optional[str], typer.Option("--non-torch-memory", help="vLLM's non-torch "
+                                "memory, e.g. 0.07GiB (default 0.07 GiB at TP 1, 0.4 GiB above)",
+                                rich_help_panel=E)] = None,
+    cuda_graph_memory: Annotated[Optional[str], typer.Option("--cuda-graph-memory", help="CUDA-graph memory "
+                                 "inside the budget (vLLM v0.21+), e.g. 0.5GiB (default 0)", rich_help_panel=E)] = None,
+    fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Requests that fit in a node's HBM after the weights, 16-token block bytes, page-in time per block.
 
@@ -39,15 +74,23 @@ def capacity(
       kvcalc capacity
       kvcalc capacity -m llama-3-70b -m deepseek-v4-flash --hardware h200-sxm --context 128k
       kvcalc capacity -m deepseek-v3 --mla-layout fp8-flashmla --format json --check 'max_requests >= 1000'
+
+      kvcalc capacity -m llama-3-8b --gpus 1 --engine vllm --total-memory 79.19GiB --weights-memory 14.08GiB
+      --activation-memory 1.97GiB --non-torch-memory 0.07GiB
+
+      kvcalc capacity -m qwen2.5-7b --gpus 1 --engine sglang --solve max-model-len
     """
+    from dataclasses import replace
+
     from kvcalc.cli.common import check_format, emit, kv_options
+    from kvcalc.cli.engine_opts import check_solve
     from kvcalc.memory.capacity import CapacityInputs, capacity_result
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
     from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, check_positive, parse_bytes, parse_fraction, parse_tokens
 
     check_format(fmt)
-    opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype)
+    opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype, kv_group_size, kv_residual_tokens)
     if attention not in ("tp", "dp"):
         raise InputError(f"--attention: {attention!r} is not one of tp, dp")
     if bandwidth not in ("measured", "theoretical"):
@@ -62,6 +105,20 @@ def capacity(
     hw = catalog.load_hardware(hardware)
     link_ref = link or hw.host_link
     loaded = [(catalog.name_of(m), catalog.load_model(m)) for m in (model or ARTICLE_MODELS)]
-    result = capacity_result(loaded, catalog.name_of(hardware), hw, catalog.name_of(link_ref),
-                             catalog.load_link(link_ref), inp, opts)
+    args = (loaded, catalog.name_of(hardware), hw, catalog.name_of(link_ref), catalog.load_link(link_ref), inp)
+    if engine == "ideal" and solve is None:
+        result = capacity_result(*args, opts)
+    else:
+        from kvcalc.cli.engine_opts import engine_inputs
+        from kvcalc.memory.engine_report import engine_result, solve_result
+
+        einp = engine_inputs(engine, gpus, inp.context_tokens, gpu_memory_utilization, mem_fraction_static,
+                             max_model_len, max_num_batched_tokens, max_num_seqs, block_size, total_memory,
+                             weights_memory, activation_memory, non_torch_memory, cuda_graph_memory)
+        if solve is None:
+            result = engine_result(*args, einp, opts)
+        else:
+            check_positive(concurrency, "--concurrency", limit=10**12)
+            solve_inp = replace(inp, context_tokens=einp.max_model_len)
+            result = solve_result(*args[:5], solve_inp, einp, opts, check_solve(solve), concurrency)
     emit(result, fmt, check, explain)

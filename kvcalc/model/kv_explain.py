@@ -73,17 +73,19 @@ def format_lines(model, opts: att.KvOptions) -> list[str]:
 
     if model.as_stated_kv_bytes_per_token is not None:
         return []
-    dtype = opts.kv_dtype or model.kv_dtype
     gs = opts.kv_group_size
     lines = []
     for grp in model.layer_groups:
         if grp.kind != "full" or (grp.mtp and not opts.mtp):
             continue
+        dtype = opts.kv_dtype or grp.kv_dtype or model.kv_dtype
         hv = grp.head_dim_v or grp.head_dim
-        entry = att.full_entry_bytes(grp.kv_heads, grp.head_dim, hv, dtype, gs)
-        rows = (f"K and V each {kv_formats.row_layout(dtype, hv, gs)}" if hv == grp.head_dim else
+        entry = att.full_entry_bytes(grp.kv_heads, grp.head_dim, hv, dtype, grp.k_eq_v, gs)
+        rows = (f"K = V, one row {kv_formats.row_layout(dtype, hv, gs)}" if grp.k_eq_v else
+                f"K and V each {kv_formats.row_layout(dtype, hv, gs)}" if hv == grp.head_dim else
                 f"K {kv_formats.row_layout(dtype, grp.head_dim, gs)}; V {kv_formats.row_layout(dtype, hv, gs)}")
-        line = f"  {grp.name} entry ({dtype}): {grp.kv_heads} KV heads x 2 rows [{rows}] = {fmt_count(entry)} B/layer/token"
+        line = (f"  {grp.name} entry ({dtype}): {grp.kv_heads} KV heads x {1 if grp.k_eq_v else 2} rows [{rows}] "
+                f"= {fmt_count(entry)} B/layer/token")
         if dtype == "kivi":
             line += f"; residual R = {opts.kv_residual_tokens:,} tokens"
         if dtype in kv_formats.SOURCES:

@@ -301,15 +301,27 @@ class HardwarePreset:
     fp4_dense_tflops: Optional[PositiveFloat] = None
     scaleup_link: Optional[str] = None
     """link preset between GPUs of one node"""
+    cuda_total_gib: Optional[PositiveFloat] = None
+    """device memory as CUDA reports it (torch.cuda.mem_get_info total) [GiB = 2^30 B]: what vLLM multiplies by
+    gpu_memory_utilization (e.g. 79.19-79.25 GiB on an 80 GB H100, 44.42 GiB on a 48 GB L40S)"""
+    cuda_total_source: Optional[str] = None
+    """where cuda_total_gib comes from (a start-up log)"""
 
     def __post_init__(self):
         if not self.source.strip() or not self.usd_per_gpu_hour_source.strip():
             raise ValueError("source and usd_per_gpu_hour_source: say where the numbers come from")
+        if self.cuda_total_gib is not None and not (self.cuda_total_source or "").strip():
+            raise ValueError("cuda_total_source: say where cuda_total_gib comes from")
 
     @property
     def hbm_bytes(self) -> float:
         """HBM capacity per GPU [B]."""
         return units.gb_to_bytes(self.hbm_gb)
+
+    @property
+    def cuda_total_bytes(self) -> Optional[float]:
+        """Device memory as CUDA reports it [B]; None when the preset does not say."""
+        return None if self.cuda_total_gib is None else units.gib_to_bytes(self.cuda_total_gib)
 
     @property
     def hbm_bandwidth_bytes_per_s(self) -> float:

@@ -53,6 +53,21 @@ def gb_to_bytes(gb: float) -> float:
     return gb * GB
 
 
+def gib_to_bytes(gib: float) -> float:
+    """Binary gibibytes (2^30 B, as CUDA and engine logs report memory) -> bytes [B]."""
+    return gib * GiB
+
+
+def bytes_to_gib(n: float) -> float:
+    """Bytes -> binary gibibytes [GiB]."""
+    return n / GiB
+
+
+def fmt_gib(n: float) -> str:
+    """Bytes -> 'x.xx GiB', the way vLLM and SGLang logs print memory."""
+    return f"{n / GiB:,.2f} GiB"
+
+
 def gb_per_s_to_bytes_per_s(gb_per_s: float) -> float:
     """Decimal GB/s -> bytes per second [B/s]."""
     return gb_per_s * GB

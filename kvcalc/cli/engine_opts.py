@@ -1,0 +1,53 @@
+"""Parsing of ``capacity``'s engine options (sizes with units, fractions, token counts) -> EngineInputs."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+def check_solve(solve: Optional[str]) -> Optional[str]:
+    """Validate --solve early."""
+    from kvcalc.memory.engine_common import SOLVES
+    from kvcalc.out.errors import InputError
+
+    if solve is not None and solve not in SOLVES:
+        raise InputError(f"--solve: {solve!r} is not one of {', '.join(SOLVES)}")
+    return solve
+
+
+def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_fraction_static, max_model_len,
+                  max_num_batched_tokens, max_num_seqs, block_size, total_memory, weights_memory,
+                  activation_memory, non_torch_memory, cuda_graph_memory):
+    """The flags as an EngineInputs (None = estimate from the presets); bad values name their flag."""
+    from kvcalc.memory.engine_common import ENGINES, EngineInputs
+    from kvcalc.out.errors import InputError
+    from kvcalc.out.units import MAX_BLOCK_TOKENS, check_positive, parse_bytes, parse_fraction, parse_tokens
+
+    if engine not in ENGINES:
+        raise InputError(f"--engine: {engine!r} is not one of {', '.join(ENGINES)}")
+
+    def size(text, flag, zero_ok=False):
+        if text is None:
+            return None
+        if zero_ok and str(text).strip() in ("0", "0GiB", "0GB", "0B"):
+            return 0.0
+        return parse_bytes(text, flag)
+
+    if max_num_seqs is not None:
+        check_positive(max_num_seqs, "--max-num-seqs", limit=10**9)
+    if block_size is not None:
+        check_positive(block_size, "--block-size", limit=MAX_BLOCK_TOKENS)
+    return EngineInputs(
+        engine=engine, tp=gpus,
+        max_model_len=parse_tokens(max_model_len, "--max-model-len") if max_model_len else context_tokens,
+        gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "--gpu-memory-utilization"),
+        mem_fraction_static=(parse_fraction(mem_fraction_static, "--mem-fraction-static")
+                             if mem_fraction_static else None),
+        max_num_batched_tokens=(parse_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
+                                if max_num_batched_tokens else None),
+        max_num_seqs=max_num_seqs, block_size=block_size,
+        total_memory_bytes=size(total_memory, "--total-memory"),
+        weights_bytes=size(weights_memory, "--weights-memory"),
+        activation_bytes=size(activation_memory, "--activation-memory", True),
+        non_torch_bytes=size(non_torch_memory, "--non-torch-memory", True),
+        cuda_graph_bytes=size(cuda_graph_memory, "--cuda-graph-memory", True))

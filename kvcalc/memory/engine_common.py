@@ -1,0 +1,146 @@
+"""What an inference engine is given at start-up: the inputs its sizing reads, and their estimated defaults.
+
+Every input can be set from a server's log (``--total-memory 79.19GiB`` ...); when it is not, it is estimated:
+
+- total memory: the hardware preset's ``cuda_total_gib`` (what CUDA reports, e.g. 79.19 GiB on an H100 80GB);
+  without one, the datasheet figure read as GiB x 0.99 (an 80 GB card reports 79.1-79.25 GiB), said in a note.
+- weights per GPU: the model's weight bytes / TP ranks.
+- peak activation (vLLM's profiling run): max_num_batched_tokens x 2 B x (per-layer active parameters / hidden
+  + 2 x hidden) elements per token: the widest live tensors of one layer (the MLP's gate/up output, about
+  per-layer parameters / hidden wide, for a dense layer whose MLP holds most of its parameters) plus the residual
+  stream and its normed copy, in BF16. Llama-3-8B: (8.03e9 - 2 x 128,256 x 4,096) / 32 / 4,096 + 8,192 =
+  61,440 elements = 122,880 B/token (vLLM PR #10511 log: 1.26 GiB at 8,192 tokens; estimate 0.94 GiB).
+  Without hidden size and q_heads the preset cannot say: 1 GiB is assumed (logs show 0.2-3 GiB) and noted.
+- non-torch memory (CUDA context, NCCL): 0.07 GiB on one GPU (the reference log), 0.4 GiB with TP > 1
+  (top of the 0.05-0.4 GiB range in reference/engines.md).
+- CUDA graphs: 0 inside the budget (outside it in vLLM up to v0.20; profiled inside by default since v0.21.0);
+  give ``--cuda-graph-memory`` to subtract a logged figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from kvcalc.model import attention as att
+from kvcalc.model.schema import HardwarePreset, ModelPreset
+from kvcalc.out import units
+
+ENGINES = ("ideal", "vllm", "sglang")
+SOLVES = ("max-model-len", "max-concurrency", "gpu-memory-utilization")
+DEFAULT_NON_TORCH_GIB_TP1 = 0.07
+DEFAULT_NON_TORCH_GIB_TP = 0.4
+FALLBACK_ACTIVATION_GIB = 1.0
+CUDA_REPORTED_SHARE = 0.99      # without a preset figure: datasheet GB read as GiB x 0.99
+ACTIVATION_BYTES = 2            # BF16 activations
+
+
+@dataclass(frozen=True)
+class EngineInputs:
+    """What an engine reads at start-up; None = estimate from the presets (see the module docstring)."""
+
+    engine: str = "ideal"
+    tp: int = 1
+    max_model_len: int = 4096
+    gpu_memory_utilization: float = 0.9
+    mem_fraction_static: Optional[float] = None
+    max_num_batched_tokens: Optional[int] = None
+    max_num_seqs: Optional[int] = None
+    block_size: Optional[int] = None
+    total_memory_bytes: Optional[float] = None
+    weights_bytes: Optional[float] = None
+    activation_bytes: Optional[float] = None
+    non_torch_bytes: Optional[float] = None
+    cuda_graph_bytes: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One input's value and where it came from ('log' = given by a flag, else how it was estimated)."""
+
+    value: float
+    origin: str
+
+
+def total_memory(hw: HardwarePreset, inp: EngineInputs) -> Resolved:
+    """Device memory as CUDA reports it [B]."""
+    if inp.total_memory_bytes is not None:
+        return Resolved(inp.total_memory_bytes, "given")
+    if hw.cuda_total_bytes is not None:
+        return Resolved(hw.cuda_total_bytes, f"preset cuda_total_gib {hw.cuda_total_gib:g}")
+    return Resolved(units.gib_to_bytes(hw.hbm_gb * CUDA_REPORTED_SHARE),
+                    f"no cuda_total_gib in the preset: {hw.hbm_gb:g} GB read as GiB x {CUDA_REPORTED_SHARE}")
+
+
+def weights(model: ModelPreset, inp: EngineInputs) -> Resolved:
+    """Weights held by one GPU [B]."""
+    if inp.weights_bytes is not None:
+        return Resolved(inp.weights_bytes, "given")
+    return Resolved(model.weight_bytes / inp.tp, f"model weights / {inp.tp} TP ranks")
+
+
+def non_torch(inp: EngineInputs) -> Resolved:
+    """CUDA context and NCCL buffers per GPU [B]."""
+    if inp.non_torch_bytes is not None:
+        return Resolved(inp.non_torch_bytes, "given")
+    gib = DEFAULT_NON_TORCH_GIB_TP1 if inp.tp == 1 else DEFAULT_NON_TORCH_GIB_TP
+    return Resolved(units.gib_to_bytes(gib), f"estimate {gib} GiB at TP {inp.tp}")
+
+
+def cuda_graphs(inp: EngineInputs) -> Resolved:
+    """CUDA-graph memory subtracted from the budget [B]: 0 unless given (outside the budget up to v0.20)."""
+    if inp.cuda_graph_bytes is not None:
+        return Resolved(inp.cuda_graph_bytes, "given")
+    return Resolved(0.0, "outside the budget (vLLM <= 0.20); give --cuda-graph-memory for v0.21+")
+
+
+def model_layers(model: ModelPreset) -> int:
+    """Layers that hold KV (MTP layers excluded) [count]."""
+    return sum(g.layers for g in model.layer_groups if not g.mtp)
+
+
+def activation_bytes_per_token(model: ModelPreset, tp: int = 1) -> Optional[float]:
+    """Peak activation of one batched token in vLLM's profiling run [B/token]; None when shapes are missing.
+
+    2 B x (per-layer active parameters / hidden + 2 x hidden) / TP (the MLP's width shards over TP ranks;
+    the residual stream does not, kept whole here for simplicity of the bound).
+    """
+    hidden = model.hidden_size or (model.q_heads * model.qk_head_dim if model.q_heads and model.qk_head_dim
+                                   else None)
+    layers = model_layers(model)
+    if hidden is None or layers == 0:
+        return None
+    embed = (model.vocab_size or 0) * hidden * (1 if model.tie_word_embeddings else 2)
+    per_layer = (model.params_active - embed) / layers
+    return ACTIVATION_BYTES * (per_layer / hidden / tp + 2 * hidden)
+
+
+def activation(model: ModelPreset, inp: EngineInputs, batched_tokens: int) -> Resolved:
+    """Peak activation of the profiling run [B]."""
+    if inp.activation_bytes is not None:
+        return Resolved(inp.activation_bytes, "given")
+    per_token = activation_bytes_per_token(model, inp.tp)
+    if per_token is None:
+        return Resolved(units.gib_to_bytes(FALLBACK_ACTIVATION_GIB),
+                        f"no hidden size in the preset: {FALLBACK_ACTIVATION_GIB} GiB assumed")
+    return Resolved(per_token * batched_tokens,
+                    f"{batched_tokens:,} batched tokens x {per_token:,.0f} B (estimate from shapes)")
+
+
+def page_bytes_per_token(g: att.GroupLayout, tp: int) -> float:
+    """One layer's KV bytes per token on one TP rank [B]: the entry (+ indexer key) x this rank's head share.
+
+    GQA shards over ranks (ceil(kv_heads / tp) heads each); a single latent (MLA) is replicated on every rank.
+    """
+    idx = g.indexer_bytes if g.indexed == "dense" else 0
+    return (g.entry_bytes + idx) * att.per_gpu_share(g, tp)
+
+
+def check_engine_groups(groups: list[att.GroupLayout], engine: str) -> None:
+    """Engine sizing covers full, sliding, MLA and DSA layers (and as-stated figures); raise on the others."""
+    from kvcalc.out.errors import InputError
+
+    for g in groups:
+        if g.kind not in ("full", "sliding", "mla", "dsa", "flat"):
+            raise InputError(f"--engine {engine}: {g.kind} layers ({g.name}) are not modelled by the engine "
+                             "sizing yet; use --engine ideal")

@@ -1,0 +1,193 @@
+"""What vLLM allocates for the KV cache: its sizing algorithm, reproduced term by term.
+
+Follows vLLM v0.6.4-v0.20 (worker determine_num_available_blocks / gpu_worker determine_available_memory and
+v1/core/kv_cache_utils.py), as its start-up log prints it:
+
+  KV cache memory = total_gpu_memory (as CUDA reports it) x gpu_memory_utilization
+                    - model weights - PyTorch activation peak - non-torch memory [- CUDA graphs, v0.21+]
+  num_gpu_blocks  = floor(KV cache memory / (block_size x bytes per token of every layer on this GPU))
+  GPU KV cache size = num_gpu_blocks x block_size tokens
+  Maximum concurrency for max_model_len = num_gpu_blocks / blocks one request of max_model_len needs
+
+Tensor parallel: GQA heads shard over ranks (ceil(kv_heads / tp) per rank); an MLA latent is replicated.
+Hybrid models (sliding + full layers, the hybrid KV cache manager): layers of each attention type are cut into
+KV-cache groups of ``group_size`` layers (the smallest type's layer count, or the largest when it is under 1.5x
+the smallest), padding the last group of a type; every group shares one pool of blocks of group_size pages, and
+the log reports num_blocks // num_groups x block_size tokens. A sliding layer keeps at most
+min(window - 1 + max_num_batched_tokens, max_model_len) tokens (+ 1 block) per request.
+Not modelled: page enlargement for Mamba/linear-attention hybrids (those layer kinds are not in kvcalc's model
+layer yet), speculative-decoding draft layers, pipeline parallelism.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvcalc.memory import engine_common as ec
+from kvcalc.model import attention as att
+from kvcalc.model.schema import HardwarePreset, ModelPreset
+from kvcalc.out import units
+
+DEFAULT_BLOCK_SIZE = 16
+BIG_GPU_GIB = 70      # vLLM arg_utils: GPUs with >= 70 GiB get the larger server defaults
+SERVER_BATCHED_TOKENS = {True: 8192, False: 2048}
+SERVER_MAX_SEQS = {True: 1024, False: 256}
+HYBRID_MAX_RATIO = 1.5  # kv_cache_utils: group_size = max layers when max < 1.5 x min
+
+
+@dataclass(frozen=True)
+class KvGroup:
+    """One vLLM KV-cache group: an attention type's share of layers (real + padding) and its token rule."""
+
+    kind: str                 # full | sliding
+    window_tokens: int | None
+    layers: int               # real layers in the group
+    padding: int              # padding layers up to group_size
+
+
+def _buckets(groups: list[att.GroupLayout]) -> dict:
+    """Layers by attention spec: full-like layers together, sliding layers by window [layers]."""
+    out: dict = {}
+    for g in groups:
+        key = ("sliding", g.window_tokens) if g.kind == "sliding" else ("full", None)
+        out[key] = out.get(key, 0) + g.layers
+    return out
+
+
+def group_size_of(counts: list[int]) -> int:
+    """vLLM's group size: the smallest type's layer count, or the largest when it is under 1.5x the smallest."""
+    lo, hi = min(counts), max(counts)
+    return hi if hi < lo * HYBRID_MAX_RATIO else lo
+
+
+def kv_groups(groups: list[att.GroupLayout]) -> tuple[int, list[KvGroup]]:
+    """(group_size, groups): the hybrid manager's grouping, one group of all layers when there is one type.
+
+    22 sliding + 4 full layers: group_size 4; sliding 22 = 5 groups of 4 + one of 2 padded with 2 layers,
+    full 4 = 1 group: 7 groups of 4, 2 padding layers ("may waste at most 2 / 22 = 9.09%").
+    """
+    buckets = _buckets(groups)
+    if len(buckets) == 1:
+        (kind, window), n = next(iter(buckets.items()))
+        return n, [KvGroup(kind, window, n, 0)]
+    size = group_size_of(list(buckets.values()))
+    out = []
+    for (kind, window), n in buckets.items():
+        k = math.ceil(n / size)
+        for i in range(k):
+            real = min(size, n - i * size)
+            out.append(KvGroup(kind, window, real, size - real))
+    return size, out
+
+
+def blocks_per_request(kgroups: list[KvGroup], tokens: int, block_size: int, batched_tokens: int) -> int:
+    """Blocks one request of ``tokens`` tokens holds across all KV-cache groups (vLLM max_memory_usage_bytes):
+    full: ceil(L / B); sliding: ceil(min(W - 1 + max_num_batched_tokens, L) / B) + 1 [blocks]."""
+    total = 0
+    for g in kgroups:
+        if g.kind == "sliding":
+            total += math.ceil(min(g.window_tokens - 1 + batched_tokens, tokens) / block_size) + 1
+        else:
+            total += math.ceil(tokens / block_size)
+    return total
+
+
+def defaults(total_bytes: float, inp: ec.EngineInputs) -> tuple[int, int, int]:
+    """(block_size, max_num_batched_tokens, max_num_seqs): given, or vLLM's online-server defaults
+    (8,192 batched tokens and 1,024 sequences on GPUs of >= 70 GiB, else 2,048 and 256; block 16)."""
+    big = total_bytes >= units.gib_to_bytes(BIG_GPU_GIB)
+    return (inp.block_size or DEFAULT_BLOCK_SIZE, inp.max_num_batched_tokens or SERVER_BATCHED_TOKENS[big],
+            inp.max_num_seqs or SERVER_MAX_SEQS[big])
+
+
+def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwarePreset,
+                inp: ec.EngineInputs) -> dict:
+    """vLLM's figures for one model on one GPU of a TP group (raw SI units) and the terms that produce them."""
+    ec.check_engine_groups(groups, "vllm")
+    total = ec.total_memory(hw, inp)
+    block_size, batched, max_seqs = defaults(total.value, inp)
+    terms = {"total": total, "weights": ec.weights(model, inp),
+             "activation": ec.activation(model, inp, batched), "non_torch": ec.non_torch(inp),
+             "cuda_graphs": ec.cuda_graphs(inp)}
+    kv_memory = (total.value * inp.gpu_memory_utilization - terms["weights"].value - terms["activation"].value
+                 - terms["non_torch"].value - terms["cuda_graphs"].value)
+    per_token = sum(g.layers * ec.page_bytes_per_token(g, inp.tp) for g in groups)
+    size, kgroups = kv_groups(groups)
+    hybrid = len(kgroups) > 1
+    page_per_layer = max(ec.page_bytes_per_token(g, inp.tp) for g in groups) * block_size
+    block_bytes = page_per_layer * size if hybrid else per_token * block_size
+    num_blocks = max(0, math.floor(kv_memory / block_bytes)) if block_bytes else 0
+    tokens = (num_blocks // len(kgroups)) * block_size
+    per_request = blocks_per_request(kgroups, inp.max_model_len, block_size, batched)
+    return {
+        "engine": "vllm", "terms": terms, "gpu_memory_utilization": inp.gpu_memory_utilization,
+        "block_size": block_size, "max_num_batched_tokens": batched, "max_num_seqs": max_seqs,
+        "kv_cache_memory_bytes": kv_memory, "kv_bytes_per_token_per_gpu": per_token,
+        "block_bytes": block_bytes, "num_gpu_blocks": num_blocks, "kv_cache_tokens": tokens,
+        "kv_groups": len(kgroups), "group_size": size, "padding_layers": sum(g.padding for g in kgroups),
+        "kgroups": kgroups, "blocks_per_request": per_request,
+        "max_concurrency": num_blocks / per_request if per_request else 0.0,
+    }
+
+
+def vllm_fits(sizing: dict, tokens: int) -> int:
+    """Requests of ``tokens`` tokens the pool holds at once [requests] (floor of vLLM's max concurrency)."""
+    need = blocks_per_request(sizing["kgroups"], tokens, sizing["block_size"], sizing["max_num_batched_tokens"])
+    return sizing["num_gpu_blocks"] // need if need else 0
+
+
+def vllm_required_kv_bytes(sizing: dict, tokens: int, requests: int) -> float:
+    """KV cache memory vLLM needs for ``requests`` concurrent requests of ``tokens`` tokens [B]."""
+    need = blocks_per_request(sizing["kgroups"], tokens, sizing["block_size"], sizing["max_num_batched_tokens"])
+    return need * requests * sizing["block_bytes"]
+
+
+def vllm_walk(sizing: dict, ideal: dict) -> list[dict]:
+    """The walk from kvcalc's ideal budget to vLLM's figure, one term per row (per GPU)."""
+    t = sizing["terms"]
+    per_token = sizing["kv_bytes_per_token_per_gpu"]
+    util = sizing["gpu_memory_utilization"]
+    rows = [_row("ideal budget", None, ideal["kv_budget_bytes_per_gpu"], per_token,
+                 f"datasheet {units.fmt_bytes(ideal['hbm_bytes_per_gpu'])} x {ideal['hbm_utilization']:g} - "
+                 f"weights / GPUs - reserve (kvcalc capacity)")]
+    steps = [
+        ("memory total as CUDA reports it", t["total"].value * ideal["hbm_utilization"]
+         - ideal["weight_bytes_per_gpu"] - ideal["reserve_bytes_per_gpu"],
+         f"{units.fmt_gib(t['total'].value)} ({t['total'].origin}); no reserve"),
+        ("gpu_memory_utilization", t["total"].value * util - ideal["weight_bytes_per_gpu"], f"x {util:g}"),
+        ("model weights", t["total"].value * util - t["weights"].value,
+         f"{units.fmt_gib(t['weights'].value)} ({t['weights'].origin})"),
+    ]
+    left = steps[-1][1]
+    for key, name in (("activation", "activation peak"), ("non_torch", "non-torch memory"),
+                      ("cuda_graphs", "CUDA graphs")):
+        left -= t[key].value
+        steps.append((name, left, f"{units.fmt_gib(t[key].value)} ({t[key].origin})"))
+    prev = rows[0]["kv_memory_bytes"]
+    for name, after, note in steps:
+        rows.append(_row(name, after - prev, after, per_token, note))
+        prev = after
+    pooled = sizing["num_gpu_blocks"] * sizing["block_bytes"]
+    rows.append(_row("block rounding", pooled - prev, pooled, per_token,
+                     f"{sizing['num_gpu_blocks']:,} blocks of {sizing['block_size']} tokens x "
+                     f"{units.fmt_bytes_exact(sizing['block_bytes'])}"))
+    if sizing["kv_groups"] == 1:
+        rows[-1]["tokens"] = sizing["kv_cache_tokens"]
+    if sizing["kv_groups"] > 1:
+        rows.append({"step": "hybrid grouping/padding", "delta_bytes": None, "delta_gib": "-",
+                     "kv_memory_bytes": pooled, "kv_memory_gib": units.fmt_gib(pooled),
+                     "tokens": sizing["kv_cache_tokens"],
+                     "note": f"{sizing['kv_groups']} groups of {sizing['group_size']} layers, "
+                             f"{sizing['padding_layers']} padding; logged = {sizing['num_gpu_blocks']:,} // "
+                             f"{sizing['kv_groups']} x {sizing['block_size']}"})
+    rows.append({"step": "page enlargement", "delta_bytes": 0.0, "delta_gib": units.fmt_gib(0),
+                 "kv_memory_bytes": pooled, "kv_memory_gib": units.fmt_gib(pooled),
+                 "tokens": sizing["kv_cache_tokens"], "note": "none: no Mamba/linear-attention layers"})
+    return rows
+
+
+def _row(step: str, delta, after: float, per_token: float, note: str) -> dict:
+    return {"step": step, "delta_bytes": delta, "delta_gib": "-" if delta is None else units.fmt_gib(delta),
+            "kv_memory_bytes": after, "kv_memory_gib": units.fmt_gib(after),
+            "tokens": max(0, math.floor(after / per_token)) if per_token else 0, "note": note}

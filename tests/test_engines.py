@@ -1,0 +1,226 @@
+"""--engine vllm|sglang: the engines' own sizing, pinned to their start-up logs by hand.
+
+Logs used (sources): vLLM "total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90) = 71.27GiB; model weights
+take 14.08GiB; non_torch_memory takes 0.07GiB; PyTorch activation peak memory takes 1.97GiB; the rest of the
+memory reserved for KV Cache is 55.15GiB", "GPU KV cache size: 451,744 tokens", "Maximum concurrency for 4,096
+tokens per request: 110.29x" (reference/engines.md); vLLM PR #10511 (github.com/vllm-project/vllm/pull/10511),
+Meta-Llama-3-8B on one 80 GB GPU: total_gpu_memory 79.22GiB, weights 14.96GiB, non_torch 1.79GiB, activation
+1.26GiB, available_kv_cache_memory 53.29GiB; SGLang Qwen2.5-7B "KV Cache is allocated. #tokens: 105531"
+with free 22.76 GiB at start, 14.39 GiB weights, mem_fraction_static 0.88 (reference/engines.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvcalc.memory import engine_common as ec
+from kvcalc.memory.engine_sglang import default_mem_fraction, sglang_sizing
+from kvcalc.memory.engine_vllm import blocks_per_request, kv_groups, vllm_sizing
+from kvcalc.model import attention as att
+from kvcalc.model import catalog
+from kvcalc.model.schema import FullGroup, ModelPreset
+
+GiB = 2**30
+
+
+def llama():
+    m = catalog.load_model("llama-3-8b")
+    return m, att.resolve_groups(m)
+
+
+def vllm(**kw):
+    m, groups = llama()
+    return vllm_sizing(m, groups, catalog.load_hardware("h100-sxm"), ec.EngineInputs(engine="vllm", **kw))
+
+
+LOG = dict(total_memory_bytes=79.19 * GiB, weights_bytes=14.08 * GiB, activation_bytes=1.97 * GiB,
+           non_torch_bytes=0.07 * GiB)
+
+
+def test_vllm_llama_3_8b_from_the_logged_inputs():
+    s = vllm(**LOG)
+    # 79.19 x 0.9 - 14.08 - 1.97 - 0.07 = 55.151 GiB
+    assert s["kv_cache_memory_bytes"] == pytest.approx(55.151 * GiB)
+    assert s["kv_bytes_per_token_per_gpu"] == 131_072          # 2 x 32 x 8 x 128 x 2 B
+    assert s["block_bytes"] == 2_097_152                      # 16 tokens x 131,072 B
+    # floor(55.151 x 2^30 / 2^21) = floor(55.151 x 512) = floor(28,237.3) = 28,237 blocks
+    assert s["num_gpu_blocks"] == 28_237
+    assert s["kv_cache_tokens"] == 451_792                    # 28,237 x 16
+    assert s["blocks_per_request"] == 256                     # 4,096 / 16
+    assert s["max_concurrency"] == pytest.approx(110.30, abs=0.005)  # 28,237 / 256
+    # the log's 451,744 is 3 blocks = 48 tokens (0.011%) lower: its figures are rounded to 0.01 GiB
+    assert s["kv_cache_tokens"] - 451_744 == 48
+
+
+def test_vllm_logged_count_within_the_rounding_of_its_inputs():
+    # each printed figure is rounded to 0.01 GiB: +-0.005 GiB; the budget moves by at most
+    # 0.9 x 0.005 + 3 x 0.005 = 0.0195 GiB = 9.98 blocks of 2 MiB
+    lo = vllm(total_memory_bytes=79.185 * GiB, weights_bytes=14.085 * GiB, activation_bytes=1.975 * GiB,
+              non_torch_bytes=0.075 * GiB)["num_gpu_blocks"]
+    hi = vllm(total_memory_bytes=79.195 * GiB, weights_bytes=14.075 * GiB, activation_bytes=1.965 * GiB,
+              non_torch_bytes=0.065 * GiB)["num_gpu_blocks"]
+    assert (lo, hi) == (28_227, 28_247)   # floor(55.1315 x 512), floor(55.1705 x 512)
+    assert lo <= 28_234 <= hi
+    # inputs that print as the log does (14.0849 -> 14.08, 1.9706 -> 1.97 GiB) reproduce it exactly:
+    # 71.271 - 14.0849 - 1.9706 - 0.07 = 55.1455 GiB -> floor(28,234.5) = 28,234 blocks
+    s = vllm(total_memory_bytes=79.19 * GiB, weights_bytes=14.0849 * GiB, activation_bytes=1.9706 * GiB,
+             non_torch_bytes=0.07 * GiB)
+    assert (s["num_gpu_blocks"], s["kv_cache_tokens"]) == (28_234, 451_744)
+    assert round(s["max_concurrency"], 2) == 110.29            # 28,234 / 256 = 110.289
+
+
+def test_vllm_cuda_graphs_and_utilisation_enter_the_budget():
+    base = vllm(**LOG)
+    cg = vllm(**LOG, cuda_graph_bytes=0.5 * GiB)
+    assert base["kv_cache_memory_bytes"] - cg["kv_cache_memory_bytes"] == pytest.approx(0.5 * GiB)
+    low = vllm(**LOG, gpu_memory_utilization=0.8)
+    # 0.1 x 79.19 GiB less
+    assert base["kv_cache_memory_bytes"] - low["kv_cache_memory_bytes"] == pytest.approx(7.919 * GiB)
+
+
+def test_vllm_estimated_defaults_within_10_percent_of_an_80gb_log():
+    # PR #10511: Meta-Llama-3-8B, 80 GB card, vLLM's default 0.9: available_kv_cache_memory 53.29 GiB.
+    # Our defaults: CUDA total 79.19 GiB (preset), weights 8.03e9 x 2 B = 14.96 GiB, activation from shapes at
+    # 8,192 batched tokens, non-torch 0.07 GiB.
+    s = vllm()
+    assert s["terms"]["weights"].value == pytest.approx(16.06e9)
+    assert s["max_num_batched_tokens"] == 8192 and s["block_size"] == 16
+    # activation: 8.03e9 / 32 layers / 4,096 hidden + 2 x 4,096 = 69,456 elements x 2 B = 138,912 B/token
+    # (the preset has no vocab, so the embeddings are not taken out: an over-estimate)
+    assert s["terms"]["activation"].value == pytest.approx(8192 * 138_912)
+    assert abs(s["kv_cache_memory_bytes"] / GiB - 53.29) / 53.29 < 0.10
+    # and the activation estimate is within the 0.2-3 GiB logs show
+    assert 0.2 * GiB < s["terms"]["activation"].value < 3 * GiB
+
+
+def test_sglang_qwen2_5_7b_from_the_logged_inputs():
+    m = catalog.load_model("qwen2.5-7b")
+    s = sglang_sizing(m, att.resolve_groups(m), catalog.load_hardware("h100-sxm"),
+                      ec.EngineInputs(engine="sglang", total_memory_bytes=22.76 * GiB, weights_bytes=14.39 * GiB,
+                                      mem_fraction_static=0.88))
+    # rest = (22.76 - 14.39) - 22.76 x 0.12 = 5.6388 GiB; / 57,344 B = 105,584.9 -> 105,584 tokens
+    assert s["kv_bytes_per_token_per_gpu"] == 57_344           # 2 x 28 x 4 x 128 x 2 B
+    assert s["kv_cache_memory_bytes"] == pytest.approx(5.6388 * GiB)
+    assert s["kv_cache_tokens"] == 105_584
+    assert abs(s["kv_cache_tokens"] - 105_531) / 105_531 < 0.001   # the log: within 0.1%
+
+
+def test_sglang_default_mem_fraction_by_tp():
+    # sglang server_args.py (v0.4.x): 0.88 at TP 1, 0.87 >= 2, 0.85 >= 4, 0.81 >= 8, 0.79 >= 16
+    assert [default_mem_fraction(t) for t in (1, 2, 3, 4, 8, 16, 32)] == [0.88, 0.87, 0.87, 0.85, 0.81, 0.79, 0.79]
+
+
+def hybrid(sliding: int, full: int) -> ModelPreset:
+    # Gemma-3-1B-shaped: 1 KV head, head_dim 256, 512-token window (google/gemma-3-1b-it config.json)
+    return ModelPreset(schema_version=1, source="test", display_name="hybrid", params_total_b=1.0,
+                       params_active_b=1.0, weight_bytes_per_param=2.0, layer_groups=[
+                           FullGroup(kind="full", name="swa", layers=sliding, kv_heads=1, head_dim=256,
+                                     window_tokens=512),
+                           FullGroup(kind="full", name="global", layers=full, kv_heads=1, head_dim=256)])
+
+
+def test_vllm_hybrid_grouping_22_sliding_4_full():
+    groups = att.resolve_groups(hybrid(22, 4))
+    size, kg = kv_groups(groups)
+    # group size = min(22, 4) = 4 (22 >= 1.5 x 4); sliding: ceil(22/4) = 6 groups, the last of 2 real + 2 padding;
+    # full: 1 group: 7 groups of 4 with 2 padding layers ("may waste at most 2/22 = 9.09%")
+    assert size == 4 and len(kg) == 7
+    assert sum(g.padding for g in kg) == 2
+    assert [g.kind for g in kg].count("sliding") == 6
+    # 12 sliding + 13 full: 13 < 1.5 x 12 -> group size 13, one padding layer (vLLM's gpt-oss + eagle example)
+    size, kg = kv_groups(att.resolve_groups(hybrid(12, 13)))
+    assert (size, len(kg), sum(g.padding for g in kg)) == (13, 2, 1)
+
+
+def test_vllm_hybrid_pool_and_logged_count():
+    m = hybrid(22, 4)
+    s = vllm_sizing(m, att.resolve_groups(m), catalog.load_hardware("h100-sxm"),
+                    ec.EngineInputs(engine="vllm", total_memory_bytes=10 * GiB, gpu_memory_utilization=1.0,
+                                    weights_bytes=2 * GiB, activation_bytes=0.0, non_torch_bytes=0.0))
+    # page per layer = 16 tokens x 1 head x (256 + 256) x 2 B = 16,384 B; block = 4 layers x 16,384 = 65,536 B
+    assert s["block_bytes"] == 65_536
+    assert s["num_gpu_blocks"] == 8 * GiB // 65_536               # 131,072 blocks
+    assert s["kv_cache_tokens"] == 131_072 // 7 * 16               # logged: blocks // groups x 16 = 299,584
+    # a 4,096-token request (10 GiB < 70 GiB: 2,048 batched tokens): full group 4,096 / 16 = 256 blocks;
+    # each sliding group ceil(min(511 + 2,048, 4,096) / 16) + 1 = ceil(159.9) + 1 = 161
+    assert s["max_num_batched_tokens"] == 2048
+    assert s["blocks_per_request"] == 256 + 6 * 161
+    assert blocks_per_request(s["kgroups"], 100_000, 16, 8192) == 6250 + 6 * (544 + 1)  # ceil(8,703/16) = 544
+
+
+def test_tp_shards_gqa_and_replicates_mla():
+    m, groups = llama()
+    s = vllm_sizing(m, groups, catalog.load_hardware("h100-sxm"), ec.EngineInputs(engine="vllm", tp=2))
+    assert s["kv_bytes_per_token_per_gpu"] == 65_536               # 8 KV heads -> 4 per rank
+    v3 = catalog.load_model("deepseek-v3")
+    s = vllm_sizing(v3, att.resolve_groups(v3), catalog.load_hardware("h200-sxm"),
+                    ec.EngineInputs(engine="vllm", tp=8))
+    # MLA latent replicated on every rank: 61 layers x (512 + 64) x 2 B = 70,272 B per token per GPU
+    assert s["kv_bytes_per_token_per_gpu"] == 70_272
+
+
+def run(*args):
+    out = subprocess.run([sys.executable, "-m", "kvcalc", "capacity", *args], capture_output=True, text=True)
+    return out.returncode, out.stdout, out.stderr
+
+
+LOG_FLAGS = ("-m", "llama-3-8b", "--gpus", "1", "--total-memory", "79.19GiB", "--weights-memory", "14.08GiB",
+             "--activation-memory", "1.97GiB", "--non-torch-memory", "0.07GiB")
+
+
+def test_cli_engine_json_and_walk():
+    rc, out, err = run(*LOG_FLAGS, "--engine", "vllm", "--format", "json")
+    assert rc == 0, err
+    env = json.loads(out)
+    row = env["results"][0]
+    assert (row["num_gpu_blocks"], row["kv_cache_tokens"]) == (28_237, 451_792)
+    walk = {r["step"]: r for r in env["tables"]["walk"]} if isinstance(env["tables"], dict) else {
+        r["step"]: r for t in env["tables"] for r in t["rows"] if t["name"] == "walk"}
+    # the walk ends where the engine does
+    assert walk["block rounding"]["tokens"] == 451_792
+    assert walk["activation peak"]["delta_bytes"] == pytest.approx(-1.97 * GiB)
+
+
+def test_cli_solve_vllm_and_sglang():
+    rc, out, err = run(*LOG_FLAGS, "--engine", "vllm", "--solve", "max-model-len", "--format", "json")
+    assert rc == 0, err
+    assert json.loads(out)["results"][0]["value"] == 451_792      # all 28,237 blocks x 16 for one request
+    rc, out, _ = run(*LOG_FLAGS, "--engine", "vllm", "--solve", "gpu-memory-utilization", "--concurrency", "110",
+                     "--format", "json")
+    # 110 x 256 blocks x 2 MiB = 55 GiB; + 14.08 + 1.97 + 0.07 = 71.12 GiB; / 79.19 GiB = 0.898093
+    assert json.loads(out)["results"][0]["value"] == pytest.approx(71.12 / 79.19)
+    rc, out, _ = run(*LOG_FLAGS, "--engine", "vllm", "--solve", "max-concurrency", "--format", "json")
+    assert json.loads(out)["results"][0]["value"] == pytest.approx(28_237 / 256)
+    rc, out, _ = run("-m", "qwen2.5-7b", "--gpus", "1", "--engine", "sglang", "--total-memory", "22.76GiB",
+                     "--weights-memory", "14.39GiB", "--mem-fraction-static", "0.88", "--solve",
+                     "gpu-memory-utilization", "--concurrency", "25", "--format", "json")
+    # mem_fraction_static = (25 x 4,096 x 57,344 B + 14.39 GiB) / 22.76 GiB = (5.46875 + 14.39) / 22.76
+    assert json.loads(out)["results"][0]["value"] == pytest.approx((25 * 4096 * 57344 / GiB + 14.39) / 22.76)
+
+
+def test_cli_solve_ideal():
+    rc, out, err = run("-m", "llama-3-8b", "--gpus", "1", "--solve", "max-model-len", "--format", "json")
+    assert rc == 0, err
+    # (80e9 x 0.9 - 8.03e9 x 2) / 131,072 B = 55.94e9 / 131,072 = 426,788.3 -> 426,788 tokens
+    assert json.loads(out)["results"][0]["value"] == 426_788
+
+
+def test_cli_ideal_unchanged_by_the_engine_flag():
+    a = run("-m", "llama-3-8b", "--format", "json")[1]
+    b = run("-m", "llama-3-8b", "--engine", "ideal", "--format", "json")[1]
+    assert a == b
+
+
+@pytest.mark.parametrize("args,flag", [
+    (("--engine", "trt"), "--engine"), (("--engine", "vllm", "--total-memory", "79"), "--total-memory"),
+    (("--solve", "everything"), "--solve"), (("--engine", "vllm", "--gpu-memory-utilization", "1.5"),
+                                             "--gpu-memory-utilization"),
+    (("--engine", "vllm", "-m", "deepseek-v4-flash"), "--engine vllm"),
+])
+def test_cli_bad_engine_input(args, flag):
+    rc, out, err = run(*args)
+    assert rc == 2 and flag in err and err.count("\n") == 1 and "Traceback" not in err
