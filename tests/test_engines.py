@@ -220,7 +220,27 @@ def test_cli_ideal_unchanged_by_the_engine_flag():
     (("--solve", "everything"), "--solve"), (("--engine", "vllm", "--gpu-memory-utilization", "1.5"),
                                              "--gpu-memory-utilization"),
     (("--engine", "vllm", "-m", "deepseek-v4-flash"), "--engine vllm"),
+    (("--engine", "sglang", "-m", "qwen3-next-80b-a3b"), "--engine sglang"),
 ])
 def test_cli_bad_engine_input(args, flag):
     rc, out, err = run(*args)
     assert rc == 2 and flag in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_vllm_page_enlargement_for_a_linear_attention_hybrid():
+    # Qwen3-Next-80B-A3B at TP 1: 12 full layers (2 KV heads x 256, bf16) + 36 Gated DeltaNet layers
+    m = catalog.load_model("qwen3-next-80b-a3b")
+    s = vllm_sizing(m, att.resolve_groups(m), catalog.load_hardware("h200-sxm"),
+                    ec.EngineInputs(engine="vllm", tp=1))
+    # attention: 2 x 2 heads x 256 x 2 B = 2,048 B per token per layer; state 1,097,728 B per layer
+    # (3 x 8,192 x 2 B conv + 32 x 128 x 128 x 2 B recurrent); block = 16 x ceil(1,097,728 / (16 x 2,048))
+    # = 16 x ceil(33.5) = 544 tokens; page = 544 x 2,048 = 1,114,112 B (state padded by 1.49%)
+    assert s["state_page_bytes"] == 1_097_728
+    assert s["block_size"] == 544 and s["page_bytes"] == 1_114_112
+    # groups: min(12, 36) = 12 (36 >= 1.5 x 12): full 1 group + linear 3 groups, no padding
+    assert (s["group_size"], s["kv_groups"], s["padding_layers"]) == (12, 4, 0)
+    assert s["block_bytes"] == 12 * 1_114_112
+    # a 4,096-token request: ceil(4,096 / 544) = 8 attention blocks + 1 block in each of 3 state groups
+    assert s["blocks_per_request"] == 11
+    # the log's count is blocks // 4 groups x 544; one request's attention alone could use all but 3 blocks
+    assert s["kv_cache_tokens"] == s["num_gpu_blocks"] // 4 * 544

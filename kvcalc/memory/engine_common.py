@@ -137,10 +137,14 @@ def page_bytes_per_token(g: att.GroupLayout, tp: int) -> float:
 
 
 def check_engine_groups(groups: list[att.GroupLayout], engine: str) -> None:
-    """Engine sizing covers full, sliding, MLA and DSA layers (and as-stated figures); raise on the others."""
+    """Engine sizing covers full, sliding, MLA and DSA layers (and as-stated figures), and for vLLM linear-attention
+    and Mamba layers next to attention; raise on the others."""
     from kvcalc.out.errors import InputError
 
+    known = ("full", "sliding", "mla", "dsa", "flat") + (att.RECURRENT_KINDS if engine == "vllm" else ())
     for g in groups:
-        if g.kind not in ("full", "sliding", "mla", "dsa", "flat"):
+        if g.kind not in known:
             raise InputError(f"--engine {engine}: {g.kind} layers ({g.name}) are not modelled by the engine "
                              "sizing yet; use --engine ideal")
+    if all(g.kind in att.RECURRENT_KINDS for g in groups):
+        raise InputError(f"--engine {engine}: a model without attention layers is not modelled; use --engine ideal")

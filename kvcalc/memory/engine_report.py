@@ -127,7 +127,7 @@ def engine_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link
             notes.append(f"{name}: hybrid KV cache manager: {s['kv_groups']} groups of {s['group_size']} layers "
                          f"with {s['padding_layers']} padding; the logged {s['kv_cache_tokens']:,} tokens = "
                          f"blocks // groups x block size, while one request of full-attention tokens can hold "
-                         f"{max_model_len_fit('vllm', s, None):,} tokens (sliding layers keep only their window)")
+                         f"{max_model_len_fit('vllm', s, None):,} tokens (sliding and state layers hold only a few blocks)")
     title = ("vLLM" if einp.engine == "vllm" else "SGLang") + " KV cache per GPU, as its start-up log reports it"
     main = Table("engine", title, tuple(Column(*c) for c in ENGINE_COLUMNS), tuple(rows))
     walk_t = Table("walk", "From kvcalc's ideal budget to the engine's figure, term by term (per GPU)",

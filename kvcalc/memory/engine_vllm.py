@@ -15,8 +15,11 @@ KV-cache groups of ``group_size`` layers (the smallest type's layer count, or th
 the smallest), padding the last group of a type; every group shares one pool of blocks of group_size pages, and
 the log reports num_blocks // num_groups x block_size tokens. A sliding layer keeps at most
 min(window - 1 + max_num_batched_tokens, max_model_len) tokens (+ 1 block) per request.
-Not modelled: page enlargement for Mamba/linear-attention hybrids (those layer kinds are not in kvcalc's model
-layer yet), speculative-decoding draft layers, pipeline parallelism.
+Mamba/linear-attention hybrids (HybridAttentionMambaModelConfig): the attention block is enlarged to
+16 x ceil(state page / (16 x attention bytes per token per layer)) tokens so one attention page holds a state
+page, and the state page is padded up to it; a state group holds one block per request, so the logged count
+(blocks // groups x block size) undercounts what one request's attention layers can hold by about the number of
+groups. Not modelled: speculative-decoding draft layers, pipeline parallelism, prefix caching's extra Mamba blocks.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ HYBRID_MAX_RATIO = 1.5  # kv_cache_utils: group_size = max layers when max < 1.5
 class KvGroup:
     """One vLLM KV-cache group: an attention type's share of layers (real + padding) and its token rule."""
 
-    kind: str                 # full | sliding
+    kind: str                 # full | sliding | state (linear attention, Mamba: one block per request)
     window_tokens: int | None
     layers: int               # real layers in the group
     padding: int              # padding layers up to group_size
@@ -50,7 +53,10 @@ def _buckets(groups: list[att.GroupLayout]) -> dict:
     """Layers by attention spec: full-like layers together, sliding layers by window [layers]."""
     out: dict = {}
     for g in groups:
-        key = ("sliding", g.window_tokens) if g.kind == "sliding" else ("full", None)
+        if g.kind in att.RECURRENT_KINDS:
+            key = ("state", None)
+        else:
+            key = ("sliding", g.window_tokens) if g.kind == "sliding" else ("full", None)
         out[key] = out.get(key, 0) + g.layers
     return out
 
@@ -86,11 +92,29 @@ def blocks_per_request(kgroups: list[KvGroup], tokens: int, block_size: int, bat
     full: ceil(L / B); sliding: ceil(min(W - 1 + max_num_batched_tokens, L) / B) + 1 [blocks]."""
     total = 0
     for g in kgroups:
-        if g.kind == "sliding":
+        if g.kind == "state":
+            total += 1
+        elif g.kind == "sliding":
             total += math.ceil(min(g.window_tokens - 1 + batched_tokens, tokens) / block_size) + 1
         else:
             total += math.ceil(tokens / block_size)
     return total
+
+
+KERNEL_BLOCK_ALIGN = 16  # attention block sizes are multiples of 16 tokens
+
+
+def state_page_bytes(groups: list[att.GroupLayout], tp: int) -> float:
+    """The largest per-layer state of a linear-attention/Mamba layer on one rank (one page) [B]; 0 if none."""
+    return max((g.state_bytes_per_layer * att.per_gpu_share(g, tp) for g in groups
+                if g.kind in att.RECURRENT_KINDS), default=0.0)
+
+
+def enlarged_block_size(attn_bytes_per_token: float, state_page: float, block_size: int) -> int:
+    """vLLM's attention block size for a Mamba/linear hybrid: at least 16 x ceil(state page / (16 x attention
+    bytes per token per layer)) tokens, so one attention page holds one state page [tokens]."""
+    need = KERNEL_BLOCK_ALIGN * math.ceil(state_page / (KERNEL_BLOCK_ALIGN * attn_bytes_per_token))
+    return max(block_size, need)
 
 
 def defaults(total_bytes: float, inp: ec.EngineInputs) -> tuple[int, int, int]:
@@ -112,10 +136,16 @@ def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwareP
              "cuda_graphs": ec.cuda_graphs(inp)}
     kv_memory = (total.value * inp.gpu_memory_utilization - terms["weights"].value - terms["activation"].value
                  - terms["non_torch"].value - terms["cuda_graphs"].value)
-    per_token = sum(g.layers * ec.page_bytes_per_token(g, inp.tp) for g in groups)
+    attn = [g for g in groups if g.kind not in att.RECURRENT_KINDS]
+    per_token = sum(g.layers * ec.page_bytes_per_token(g, inp.tp) for g in attn)
+    attn_token_layer = max(ec.page_bytes_per_token(g, inp.tp) for g in attn)
+    state_page = state_page_bytes(groups, inp.tp)
+    requested_block = block_size
+    if state_page:
+        block_size = enlarged_block_size(attn_token_layer, state_page, block_size)
     size, kgroups = kv_groups(groups)
     hybrid = len(kgroups) > 1
-    page_per_layer = max(ec.page_bytes_per_token(g, inp.tp) for g in groups) * block_size
+    page_per_layer = attn_token_layer * block_size
     block_bytes = page_per_layer * size if hybrid else per_token * block_size
     num_blocks = max(0, math.floor(kv_memory / block_bytes)) if block_bytes else 0
     tokens = (num_blocks // len(kgroups)) * block_size
@@ -126,7 +156,8 @@ def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwareP
         "kv_cache_memory_bytes": kv_memory, "kv_bytes_per_token_per_gpu": per_token,
         "block_bytes": block_bytes, "num_gpu_blocks": num_blocks, "kv_cache_tokens": tokens,
         "kv_groups": len(kgroups), "group_size": size, "padding_layers": sum(g.padding for g in kgroups),
-        "kgroups": kgroups, "blocks_per_request": per_request,
+        "kgroups": kgroups, "blocks_per_request": per_request, "requested_block_size": requested_block,
+        "state_page_bytes": state_page, "page_bytes": page_per_layer,
         "max_concurrency": num_blocks / per_request if per_request else 0.0,
     }
 
@@ -181,9 +212,17 @@ def vllm_walk(sizing: dict, ideal: dict) -> list[dict]:
                      "note": f"{sizing['kv_groups']} groups of {sizing['group_size']} layers, "
                              f"{sizing['padding_layers']} padding; logged = {sizing['num_gpu_blocks']:,} // "
                              f"{sizing['kv_groups']} x {sizing['block_size']}"})
+    if sizing["state_page_bytes"]:
+        pad = sizing["page_bytes"] / sizing["state_page_bytes"] - 1
+        note = (f"attention block {sizing['requested_block_size']} -> {sizing['block_size']} tokens so a page "
+                f"({units.fmt_bytes_exact(sizing['page_bytes'])}) holds a state page "
+                f"({units.fmt_bytes_exact(sizing['state_page_bytes'])}, padded {100 * pad:.2f}%); a state group "
+                "holds 1 block per request")
+    else:
+        note = "none: no Mamba/linear-attention layers"
     rows.append({"step": "page enlargement", "delta_bytes": 0.0, "delta_gib": units.fmt_gib(0),
                  "kv_memory_bytes": pooled, "kv_memory_gib": units.fmt_gib(pooled),
-                 "tokens": sizing["kv_cache_tokens"], "note": "none: no Mamba/linear-attention layers"})
+                 "tokens": sizing["kv_cache_tokens"], "note": note})
     return rows
 
 
