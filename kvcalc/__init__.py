@@ -42,6 +42,9 @@ _API = {
     # memory: capacity and paged blocks
     "CapacityInputs": ("kvcalc.memory.capacity", "CapacityInputs"),
     "capacity_result": ("kvcalc.memory.capacity", "capacity_result"),
+    "EngineInputs": ("kvcalc.memory.engine_common", "EngineInputs"),
+    "engine_result": ("kvcalc.memory.engine_report", "engine_result"),
+    "engine_solve_result": ("kvcalc.memory.engine_report", "solve_result"),
     "BlockInputs": ("kvcalc.memory.blocks", "BlockInputs"),
     "blocks_result": ("kvcalc.memory.blocks", "blocks_result"),
     # serve: transfers vs prefill, scenarios, strategies and cost

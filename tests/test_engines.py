@@ -244,3 +244,17 @@ def test_vllm_page_enlargement_for_a_linear_attention_hybrid():
     assert s["blocks_per_request"] == 11
     # the log's count is blocks // 4 groups x 544; one request's attention alone could use all but 3 blocks
     assert s["kv_cache_tokens"] == s["num_gpu_blocks"] // 4 * 544
+
+
+def test_api_engine_result_equals_the_cli_json():
+    import kvcalc
+    from kvcalc.memory.capacity import CapacityInputs
+
+    m = kvcalc.load_model("llama-3-8b")
+    hw = kvcalc.load_hardware("h100-sxm")
+    einp = kvcalc.EngineInputs(engine="vllm", tp=1, **LOG)
+    res = kvcalc.engine_result([("llama-3-8b", m)], "h100-sxm", hw, "pcie-gen5-x16",
+                               kvcalc.load_link("pcie-gen5-x16"), CapacityInputs(gpus=1), einp)
+    api = json.loads(kvcalc.to_json(res))["results"]
+    cli = json.loads(run(*LOG_FLAGS, "--engine", "vllm", "--format", "json")[1])["results"]
+    assert api == cli

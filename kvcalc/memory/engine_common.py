@@ -91,7 +91,7 @@ def cuda_graphs(inp: EngineInputs) -> Resolved:
     """CUDA-graph memory subtracted from the budget [B]: 0 unless given (outside the budget up to v0.20)."""
     if inp.cuda_graph_bytes is not None:
         return Resolved(inp.cuda_graph_bytes, "given")
-    return Resolved(0.0, "outside the budget (vLLM <= 0.20); give --cuda-graph-memory for v0.21+")
+    return Resolved(0.0, "outside the budget up to vLLM 0.20; v0.21+: --cuda-graph-memory")
 
 
 def model_layers(model: ModelPreset) -> int:
