@@ -258,3 +258,18 @@ def test_api_engine_result_equals_the_cli_json():
     api = json.loads(kvcalc.to_json(res))["results"]
     cli = json.loads(run(*LOG_FLAGS, "--engine", "vllm", "--format", "json")[1])["results"]
     assert api == cli
+
+
+def test_compare_with_an_engine_budget_uses_the_engine_pool():
+    args = ("-m", "llama-3-70b", "--hardware", "h100-sxm", "--gpus", "4", "--requests", "64", "--context", "32k",
+            "--format", "json")
+    out = subprocess.run([sys.executable, "-m", "kvcalc", "compare", *args, "--engine", "vllm"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    budget = json.loads(out.stdout)["results"][0]["kv_budget_bytes_per_gpu"]
+    cap = json.loads(run("-m", "llama-3-70b", "--gpus", "4", "--engine", "vllm", "--format", "json")[1])["results"][0]
+    # the same pool capacity --engine vllm reports: blocks x (16 tokens x 2 x 80 layers x 2 heads x 128 x 2 B)
+    assert budget == cap["num_gpu_blocks"] * 1_310_720
+    ideal = subprocess.run([sys.executable, "-m", "kvcalc", "compare", *args], capture_output=True, text=True)
+    # ideal: 80e9 x 0.9 - 70.6e9 x 2 B / 4 GPUs = 72e9 - 35.3e9 = 36.7e9 B
+    assert json.loads(ideal.stdout)["results"][0]["kv_budget_bytes_per_gpu"] == pytest.approx(36.7e9)

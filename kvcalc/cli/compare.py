@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
-from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt, OutputOpt,
+from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
+                                      OutputOpt,
                                       PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt,
                                       SkipBadOpt, TraceBlockOpt, TraceCapacityOpt, TraceOpt, WarmOpt, WorkloadOpt)
 
@@ -16,7 +17,7 @@ def compare(
     shared_prefix: SharedOpt = None, trace: TraceOpt = None, capacity: TraceCapacityOpt = None,
     block_tokens: TraceBlockOpt = None, skip_bad: SkipBadOpt = False, kv_dtype: KvDtypeOpt = None,
     mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None, mtp: MtpOpt = False,
-    fmt: FormatOpt = "table",
+    engine: EngineOpt = None, fmt: FormatOpt = "table",
     check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Strategy A (lru, no prefix reuse) vs C (prefix-tree) on one workload: absolute and relative deltas,
@@ -48,7 +49,7 @@ def compare(
                   mfu=mfu_prefill, decode=decode_tokens_per_s, warm=warm, attention=attention_flops,
                   requests=requests, context=context, output=output_tokens, shared=shared_prefix,
                   pd_link=pd_link, pd_overlap_us=pd_overlap_us,
-                  kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp))
+                  kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp), engine=engine)
     if traced is None:
         emit(compare_result(resolve(scenario, o)), fmt, check, explain)
         return

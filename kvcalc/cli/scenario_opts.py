@@ -20,6 +20,8 @@ WarmOpt = Annotated[Optional[bool], typer.Option("--warm/--cold", help="shared s
 PdLinkOpt = Annotated[Optional[str], typer.Option("--pd-link", help="prefill -> decode link preset or TOML path: disaggregated serving, shows the KV hand-off", rich_help_panel=P)]
 PdOverlapOpt = Annotated[Optional[float], typer.Option("--pd-overlap-us", help="window a speculative prefetch hides the hand-off behind [us] (default: one decode step)", rich_help_panel=P)]
 AttnOpt = Annotated[Optional[bool], typer.Option("--attention-flops/--no-attention-flops", help="count attention FLOPs in prefill", show_default=False, rich_help_panel=P)]
+EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="KV budget: ideal (HBM x utilisation - weights) | vllm | "
+                     "sglang (the engine's KV pool, inputs estimated; see kvcalc capacity --engine)", rich_help_panel=P)]
 W = "Inline workload (instead of --workload)"
 RequestsOpt = Annotated[Optional[int], typer.Option("--requests", help="number of requests", rich_help_panel=W)]
 ContextOpt = Annotated[Optional[str], typer.Option("--context", "-c", help="context tokens per request (4k = 4,096)", rich_help_panel=W)]
@@ -34,7 +36,7 @@ SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="skip and count bad
 
 def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None, mfu=None, decode=None, warm=None,
               attention=None, requests=None, context=None, output=None, shared=None, pd_link=None,
-              pd_overlap_us=None, kv_options=None):
+              pd_overlap_us=None, kv_options=None, engine=None):
     """Validate the flags -> scenario.Overrides (InputError naming the flag)."""
     from kvcalc.model.attention import KvOptions
     from kvcalc.out.errors import InputError
@@ -48,6 +50,11 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
             check_positive(v, flag, limit=limit)
     if pd_overlap_us is not None:
         check_positive(pd_overlap_us, "--pd-overlap-us", allow_zero=True)
+    if engine is not None:
+        from kvcalc.memory.engine_common import ENGINES
+
+        if engine not in ENGINES:
+            raise InputError(f"--engine: {engine!r} is not one of {', '.join(ENGINES)}")
     inline = None
     if requests is not None or context is not None or shared:
         if workload:
@@ -64,7 +71,7 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
                      usd_per_gpu_hour=price, mfu_prefill=parse_fraction(mfu, "--mfu-prefill") if mfu else None,
                      decode_tokens_per_s=decode, warm=warm, attention_flops=attention,
                      kv_options=kv_options or KvOptions(), pd_link=pd_link,
-                     pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None)
+                     pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None, engine=engine)
 
 
 def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm):

@@ -51,6 +51,19 @@ class CostInputs:
     pd_link: Optional[LinkPreset] = None
     pd_overlap_s: Optional[float] = None
     workload_title: Optional[str] = None  # replaces workload.display_name (e.g. a replayed trace's)
+    engine: str = "ideal"                 # KV budget: ideal, or what vLLM/SGLang allocate (memory/engine_*.py)
+
+
+def kv_budget_bytes_per_gpu(inp: CostInputs, groups) -> float:
+    """The KV budget of one GPU [B]: HBM x utilisation - weights / GPUs (ideal), or the engine's KV pool
+    (blocks x block bytes) with its inputs estimated from the presets (``kvcalc capacity --engine`` walks it)."""
+    if inp.engine == "ideal":
+        return max(0.0, inp.hardware.hbm_bytes * inp.hbm_utilization - inp.model.weight_bytes / inp.gpus)
+    from kvcalc.memory.engine_common import EngineInputs
+    from kvcalc.memory.engine_report import sizing
+
+    s = sizing(inp.engine, inp.model, groups, inp.hardware, EngineInputs(engine=inp.engine, tp=inp.gpus))
+    return max(0.0, s["num_gpu_blocks"] * s["block_bytes"])
 
 
 def roofline_decode_tokens_per_s(inp: CostInputs, groups, mix: strategies.RequestMix) -> float:
@@ -92,7 +105,7 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
     kv_all = sum(s.count * request_bytes(groups, s.context_tokens) for s in sl)
     kv_stored = kv_all - reused * paged + mix.extra_cache_tokens * paged
     share = sum(s.count * per_gpu_request_bytes(groups, s.context_tokens, inp.gpus) for s in sl) / kv_all
-    budget_gpu = max(0.0, inp.hardware.hbm_bytes * inp.hbm_utilization - inp.model.weight_bytes / inp.gpus)
+    budget_gpu = kv_budget_bytes_per_gpu(inp, groups)
     kv_gpu = kv_stored * share
     roof = roofline_decode_tokens_per_s(inp, groups, mix) if groups[0].kind != "flat" else None
     tps = inp.decode_tokens_per_s if inp.decode_tokens_per_s is not None else roof
@@ -200,9 +213,12 @@ def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
     notes = context_notes(inp.model_name, inp.model, [c.context_tokens for c in inp.workload.classes])
     for r in rows:
         if not r["kv_fits"]:
-            notes.append(f"{r['strategy']}: KV ({fmt_bytes(r['kv_stored_bytes_per_gpu'])} per GPU) exceeds the HBM "
-                         f"budget ({fmt_bytes(r['kv_budget_bytes_per_gpu'])} per GPU): "
+            notes.append(f"{r['strategy']}: KV ({fmt_bytes(r['kv_stored_bytes_per_gpu'])} per GPU) exceeds the "
+                         f"{'HBM' if inp.engine == 'ideal' else inp.engine + ' KV pool'} budget ({fmt_bytes(r['kv_budget_bytes_per_gpu'])} per GPU): "
                          f"{fmt_bytes(r['kv_spill_bytes_per_gpu'])} per GPU spills to DRAM/SSD")
+    if inp.engine != "ideal":
+        notes.append(f"KV budget = the {inp.engine} KV pool with its inputs estimated from the presets "
+                     "(kvcalc capacity --engine walks it term by term)")
     if inp.model.as_stated_kv_bytes_per_token is not None:
         notes.append("the model is an as-stated flat figure: no attention FLOPs, no roofline decode")
     return notes

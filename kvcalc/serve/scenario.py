@@ -28,6 +28,7 @@ class Overrides:
     kv_options: KvOptions = KvOptions()
     pd_link: Optional[str] = None
     pd_overlap_s: Optional[float] = None
+    engine: Optional[str] = None   # ideal | vllm | sglang: the KV budget
 
 
 def resolve(scenario_ref: str, o: Overrides = Overrides()) -> CostInputs:
@@ -62,7 +63,7 @@ def resolve(scenario_ref: str, o: Overrides = Overrides()) -> CostInputs:
         decode_tokens_per_s=o.decode_tokens_per_s if o.decode_tokens_per_s is not None else sc.decode_tokens_per_s,
         mfu_decode=sc.mfu_decode, hbm_bandwidth_utilization=sc.hbm_bandwidth_utilization,
         hbm_utilization=sc.hbm_utilization, warm=o.warm if o.warm is not None else sc.warm,
-        kv_options=o.kv_options, pd_link_name=catalog.name_of(pd_ref) if pd_ref else None,
+        kv_options=o.kv_options, engine=o.engine or "ideal", pd_link_name=catalog.name_of(pd_ref) if pd_ref else None,
         pd_link=catalog.load_link(pd_ref) if pd_ref else None,
         pd_overlap_s=o.pd_overlap_s if o.pd_overlap_s is not None else
         (units.us_to_s(sc.pd_overlap_us) if sc.pd_overlap_us is not None else None),
