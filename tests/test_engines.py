@@ -273,3 +273,25 @@ def test_compare_with_an_engine_budget_uses_the_engine_pool():
     ideal = subprocess.run([sys.executable, "-m", "kvcalc", "compare", *args], capture_output=True, text=True)
     # ideal: 80e9 x 0.9 - 70.6e9 x 2 B / 4 GPUs = 72e9 - 35.3e9 = 36.7e9 B
     assert json.loads(ideal.stdout)["results"][0]["kv_budget_bytes_per_gpu"] == pytest.approx(36.7e9)
+
+
+def test_vllm_estimated_defaults_within_10_percent_of_a_24gb_log():
+    # vLLM issue #10517 (github.com/vllm-project/vllm/issues/10517), RTX 3090, Llama-3.1-8B (Llama-3-8B's shape),
+    # max_model_len 20,000 (v0: max_num_batched_tokens = max_model_len): "total_gpu_memory=23.58GiB ...
+    # kv_cache_size=3.81GiB gpu_memory_utilization=0.90", "# GPU blocks: 1952", "Maximum concurrency for 20000
+    # tokens per request: 1.56x". Only the CUDA total and the two token counts are given; the rest is estimated.
+    s = vllm(total_memory_bytes=23.58 * GiB, max_num_batched_tokens=20_000, max_model_len=20_000)
+    # 23.58 x 0.9 - 14.96 - 20,000 x 138,912 B (2.587 GiB) - 0.07 = 3.608 GiB -> floor(3.608 x 512) = 1,847 blocks
+    assert s["num_gpu_blocks"] == 1847
+    assert abs(s["kv_cache_memory_bytes"] / GiB - 3.81) / 3.81 < 0.10
+    assert abs(s["num_gpu_blocks"] - 1952) / 1952 < 0.10
+    assert abs(s["max_concurrency"] - 1.56) / 1.56 < 0.10       # 1,847 / ceil(20,000 / 16) = 1,847 / 1,250
+
+
+def test_vllm_max_concurrency_matches_a_v1_log():
+    # vLLM PR #12569 log: "# GPU blocks: 1381", "Maximum concurrency for 2048 tokens per request: 10.79x":
+    # 1,381 / (2,048 / 16 = 128 blocks per request) = 10.789
+    from kvcalc.memory.engine_vllm import KvGroup
+
+    assert blocks_per_request([KvGroup("full", None, 80, 0)], 2048, 16, 8192) == 128
+    assert round(1381 / 128, 2) == 10.79
