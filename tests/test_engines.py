@@ -295,3 +295,13 @@ def test_vllm_max_concurrency_matches_a_v1_log():
 
     assert blocks_per_request([KvGroup("full", None, 80, 0)], 2048, 16, 8192) == 128
     assert round(1381 / 128, 2) == 10.79
+
+
+def test_max_num_seqs_caps_the_running_requests_not_the_logged_concurrency():
+    rc, out, err = run(*LOG_FLAGS, "--engine", "vllm", "--max-num-seqs", "64", "--format", "json")
+    row = json.loads(out)["results"][0]
+    # the pool holds floor(28,237 / 256) = 110 requests of 4,096 tokens; the scheduler runs at most 64
+    assert (row["max_running_requests"], row["max_num_seqs"]) == (64, 64)
+    assert row["max_concurrency"] == pytest.approx(28_237 / 256)
+    row = json.loads(run(*LOG_FLAGS, "--engine", "vllm", "--format", "json")[1])["results"][0]
+    assert (row["max_running_requests"], row["max_num_seqs"]) == (110, 1024)  # 79.19 GiB >= 70: default 1,024

@@ -104,6 +104,9 @@ def engine_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link
             "kv_cache_tokens": s["kv_cache_tokens"],
             "ideal_tokens": max(0, math.floor(ideal["kv_budget_bytes_per_gpu"] / per_token)) if per_token else 0,
             "max_model_len": einp.max_model_len, "max_concurrency": s["max_concurrency"],
+            "max_num_seqs": s.get("max_num_seqs"),
+            "max_running_requests": (min(math.floor(s["max_concurrency"]), s["max_num_seqs"])
+                                     if s.get("max_num_seqs") else math.floor(s["max_concurrency"])),
             "kv_groups": s["kv_groups"], "padding_layers": s["padding_layers"],
             "total_memory_bytes": s["terms"]["total"].value, "weights_bytes": s["terms"]["weights"].value,
             **{f"{k}_bytes": s["terms"][k].value for k in ("activation", "non_torch", "cuda_graphs")

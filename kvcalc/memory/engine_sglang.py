@@ -75,8 +75,8 @@ def sglang_walk(sizing: dict, ideal: dict) -> list[dict]:
                  f"kvcalc capacity: datasheet {units.fmt_bytes(ideal['hbm_bytes_per_gpu'])} x "
                  f"{ideal['hbm_utilization']:g} - weights / GPUs - reserve")]
     steps = [
-        ("free memory at start", free * ideal["hbm_utilization"] - ideal["weight_bytes_per_gpu"]
-         - ideal["reserve_bytes_per_gpu"], f"{units.fmt_gib(free)} ({t['total'].origin}); no reserve"),
+        ("free memory at start", free * ideal["hbm_utilization"] - ideal["weight_bytes_per_gpu"],
+         f"{units.fmt_gib(free)} ({t['total'].origin}); the ideal's reserve dropped"),
         ("mem_fraction_static", free * frac - ideal["weight_bytes_per_gpu"],
          f"x {frac:g}: activations and CUDA graphs live in the other {1 - frac:.2f}"),
         ("model weights", free * frac - t["weights"].value,

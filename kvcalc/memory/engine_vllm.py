@@ -184,8 +184,8 @@ def vllm_walk(sizing: dict, ideal: dict) -> list[dict]:
                  f"{ideal['hbm_utilization']:g} - weights / GPUs - reserve")]
     steps = [
         ("memory total as CUDA reports it", t["total"].value * ideal["hbm_utilization"]
-         - ideal["weight_bytes_per_gpu"] - ideal["reserve_bytes_per_gpu"],
-         f"{units.fmt_gib(t['total'].value)} ({t['total'].origin}); no reserve"),
+         - ideal["weight_bytes_per_gpu"],
+         f"{units.fmt_gib(t['total'].value)} ({t['total'].origin}); the ideal's reserve dropped"),
         ("gpu_memory_utilization", t["total"].value * util - ideal["weight_bytes_per_gpu"], f"x {util:g}"),
         ("model weights", t["total"].value * util - t["weights"].value,
          f"{units.fmt_gib(t['weights'].value)} ({t['weights'].origin})"),
