@@ -305,3 +305,30 @@ def test_max_num_seqs_caps_the_running_requests_not_the_logged_concurrency():
     assert row["max_concurrency"] == pytest.approx(28_237 / 256)
     row = json.loads(run(*LOG_FLAGS, "--engine", "vllm", "--format", "json")[1])["results"][0]
     assert (row["max_running_requests"], row["max_num_seqs"]) == (110, 1024)  # 79.19 GiB >= 70: default 1,024
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(util=st.floats(0.5, 1.0), act=st.floats(0, 4), n=st.integers(1, 200), L=st.integers(1, 65_536))
+def test_vllm_solve_round_trips(util, act, n, L):
+    from kvcalc.memory.engine_report import max_model_len_fit
+    from kvcalc.memory.engine_vllm import vllm_fits, vllm_required_kv_bytes
+
+    kw = dict(LOG, activation_bytes=act * GiB, max_model_len=L)
+    s = vllm(**kw, gpu_memory_utilization=util)
+    # the longest request that fits once fits, one token more does not
+    top = max_model_len_fit("vllm", s, None)
+    if top:
+        assert vllm_fits(s, top) >= 1 and vllm_fits(s, top + 1) == 0
+    # the utilisation solved for n requests of L tokens serves them (when it is a utilisation at all)
+    fixed = 14.08 * GiB + act * GiB + 0.07 * GiB
+    need = (vllm_required_kv_bytes(s, L, n) + fixed) / (79.19 * GiB)
+    if need <= 1:
+        assert vllm_fits(vllm(**kw, gpu_memory_utilization=need * (1 + 1e-12)), L) >= n
+    # more utilisation never gives fewer blocks; more activation never more
+    assert vllm(**kw, gpu_memory_utilization=min(1.0, util + 0.05))["num_gpu_blocks"] >= s["num_gpu_blocks"]
+    assert vllm(**dict(kw, activation_bytes=(act + 0.5) * GiB), gpu_memory_utilization=util)["num_gpu_blocks"] \
+        <= s["num_gpu_blocks"]
