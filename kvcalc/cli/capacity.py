@@ -74,10 +74,8 @@ def capacity(
       kvcalc capacity
       kvcalc capacity -m llama-3-70b -m deepseek-v4-flash --hardware h200-sxm --context 128k
       kvcalc capacity -m deepseek-v3 --mla-layout fp8-flashmla --format json --check 'max_requests >= 1000'
-
-      kvcalc capacity -m llama-3-8b --gpus 1 --engine vllm --total-memory 79.19GiB --weights-memory 14.08GiB
-      --activation-memory 1.97GiB --non-torch-memory 0.07GiB
-
+      kvcalc capacity -m llama-3-8b --gpus 1 --engine vllm --total-memory 79.19GiB --weights-memory 14.08GiB \\
+          --activation-memory 1.97GiB --non-torch-memory 0.07GiB --explain
       kvcalc capacity -m qwen2.5-7b --gpus 1 --engine sglang --solve max-model-len
     """
     from dataclasses import replace
