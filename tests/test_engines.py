@@ -221,6 +221,9 @@ def test_cli_ideal_unchanged_by_the_engine_flag():
                                              "--gpu-memory-utilization"),
     (("--engine", "vllm", "-m", "deepseek-v4-flash"), "--engine vllm"),
     (("--engine", "sglang", "-m", "qwen3-next-80b-a3b"), "--engine sglang"),
+    (("--engine", "vllm", "--attention", "dp"), "--attention dp"),
+    (("--engine", "vllm", "--weights-memory", "-3GiB"), "--weights-memory"),
+    (("--engine", "vllm", "--solve", "max-concurrency", "--concurrency", "0"), "--concurrency"),
 ])
 def test_cli_bad_engine_input(args, flag):
     rc, out, err = run(*args)

@@ -108,6 +108,10 @@ def capacity(
         result = capacity_result(*args, opts)
     else:
         from kvcalc.cli.engine_opts import engine_inputs
+
+        if attention == "dp" and engine != "ideal":
+            raise InputError("--attention dp: not modelled with --engine (the engines' sizing is per TP rank); "
+                             "use --attention tp")
         from kvcalc.memory.engine_report import engine_result, solve_result
 
         einp = engine_inputs(engine, gpus, inp.context_tokens, gpu_memory_utilization, mem_fraction_static,
