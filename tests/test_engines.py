@@ -335,3 +335,15 @@ def test_vllm_solve_round_trips(util, act, n, L):
     assert vllm(**kw, gpu_memory_utilization=min(1.0, util + 0.05))["num_gpu_blocks"] >= s["num_gpu_blocks"]
     assert vllm(**dict(kw, activation_bytes=(act + 0.5) * GiB), gpu_memory_utilization=util)["num_gpu_blocks"] \
         <= s["num_gpu_blocks"]
+
+
+def test_blocks_engine_note():
+    out = subprocess.run([sys.executable, "-m", "kvcalc", "blocks", "-m", "gemma-3-27b", "-m", "llama-3-8b",
+                          "--engine", "vllm", "--format", "json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    notes = " ".join(json.loads(out.stdout)["notes"])
+    # Gemma 3 27B: 10 full + 52 sliding layers: group size 10; sliding ceil(52/10) = 6 groups, 52 % 10 = 2 real
+    # layers in the last -> 8 padding; 6 + 1 = 7 groups
+    assert "7 KV-cache groups of 10 layers (8 padding)" in notes
+    # Llama-3-8B: one group; 16 tokens x 131,072 B = 2,097,152 B
+    assert "one block of the pool = 2,097,152 B" in notes

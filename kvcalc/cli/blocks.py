@@ -21,7 +21,10 @@ def blocks(
     max_overhead: Annotated[str, typer.Option("--max-overhead", help="table overhead target for the recommendation, e.g. 1% or 0.01")] = "1%",
     context: Annotated[str, typer.Option("--context", "-c", help="request length for the last-block waste [tokens] (default: the article's mean request; 4k = 4,096)")] = "3200",
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
-    mtp: MtpOpt = False, fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
+    mtp: MtpOpt = False,
+    engine: Annotated[str, typer.Option("--engine", help="ideal | vllm | sglang: add what that engine pages (block "
+                                        "size, KV-cache groups, one pool block) as a note")] = "ideal",
+    fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Block size sweep: block bytes (padded as the kernel pages them), block-table overhead, whether the size is
     valid for the model (V4: multiple of 128 tokens), last-block waste, and the smallest valid size under the target.
@@ -32,6 +35,7 @@ def blocks(
       kvcalc blocks -m deepseek-v4-flash --explain
       kvcalc blocks -m deepseek-v4-flash-article --block-tokens 16,256 --entry-bytes 16
       kvcalc blocks -m llama-3-70b --format json --check 'metadata_overhead <= 0.0001'
+      kvcalc blocks -m qwen3-next-80b-a3b --engine vllm
     """
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.memory.blocks import BlockInputs, blocks_result
@@ -39,6 +43,11 @@ def blocks(
     from kvcalc.out.units import check_positive, parse_fraction, parse_token_list, parse_tokens
 
     check_format(fmt)
+    from kvcalc.memory.engine_common import ENGINES
+    from kvcalc.out.errors import InputError
+
+    if engine not in ENGINES:
+        raise InputError(f"--engine: {engine!r} is not one of {', '.join(ENGINES)}")
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
     inp = BlockInputs(
         block_tokens=tuple(parse_token_list(block_tokens, "--block-tokens")),
@@ -46,4 +55,4 @@ def blocks(
         context_tokens=parse_tokens(context, "--context"),
         max_overhead=parse_fraction(max_overhead, "--max-overhead"))
     loaded = [(catalog.name_of(m), catalog.load_model(m)) for m in (model or DEFAULT_MODELS)]
-    emit(blocks_result(loaded, inp, opts), fmt, check, explain)
+    emit(blocks_result(loaded, inp, opts, engine), fmt, check, explain)

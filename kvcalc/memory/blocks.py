@@ -187,8 +187,28 @@ def _explain_row(name: str, groups: list[att.GroupLayout], align: int | None, r:
             f"- {fmt_count(r['context_tokens'])} = {fmt_count(r['last_block_waste_tokens'])} tokens unused")
 
 
-def blocks_result(models: list[tuple[str, ModelPreset]], inp: BlockInputs, opts: att.KvOptions = att.KvOptions()):
-    """The ``kvcalc blocks`` result: one row per model and block size, and the recommended size per model."""
+def engine_note(name: str, groups: list[att.GroupLayout], engine: str) -> str:
+    """What vLLM or SGLang pages for this model on one GPU: block size, KV-cache groups, one pool block."""
+    if engine == "sglang":
+        return f"{name}: SGLang pages single tokens (page size 1): no block overhead, no last-block waste"
+    from kvcalc.memory.engine_common import check_engine_groups
+    from kvcalc.memory.engine_vllm import DEFAULT_BLOCK_SIZE, block_layout
+
+    check_engine_groups(groups, engine)
+    lay = block_layout(groups, 1, DEFAULT_BLOCK_SIZE)
+    grouping = (f"{lay['kv_groups']} KV-cache groups of {lay['group_size']} layers ({lay['padding_layers']} "
+                f"padding), one block table each (--tables {lay['kv_groups']})" if lay["kv_groups"] > 1
+                else "one KV-cache group")
+    return (f"{name}: vLLM pages {lay['block_size']}-token blocks"
+            + (f" (enlarged from {lay['requested_block_size']} so a page holds a {lay['state_page_bytes']:,.0f} B "
+               "state)" if lay["state_page_bytes"] else "")
+            + f"; {grouping}; one block of the pool = {lay['block_bytes']:,.0f} B at TP 1")
+
+
+def blocks_result(models: list[tuple[str, ModelPreset]], inp: BlockInputs, opts: att.KvOptions = att.KvOptions(),
+                  engine: str = "ideal"):
+    """The ``kvcalc blocks`` result: one row per model and block size, and the recommended size per model;
+    with ``engine`` vllm/sglang a note per model says what that engine pages."""
     from kvcalc.out.results import Column, Result, Table
     from kvcalc.out.units import fmt_percent
 
@@ -222,6 +242,8 @@ def blocks_result(models: list[tuple[str, ModelPreset]], inp: BlockInputs, opts:
         if model.page_align_bytes:
             notes.append(f"{name}: each layer's page padded to a multiple of {model.page_align_bytes} B "
                          "(indexer keys unpadded)")
+        if engine != "ideal":
+            notes.append(engine_note(name, groups, engine))
         if all(r["block_bytes"] == 0 for r in mrows):
             notes.append(f"{name}: pages no KV per token (window ring only): no block overhead")
     main = Table("blocks", f"Paged block size sweep; table overhead with {inp.entry_bytes:g} B entries, "
@@ -232,4 +254,6 @@ def blocks_result(models: list[tuple[str, ModelPreset]], inp: BlockInputs, opts:
               "entry_bytes": inp.entry_bytes, "tables": inp.tables, "context_tokens": inp.context_tokens,
               "max_overhead": inp.max_overhead, "kv_dtype": opts.kv_dtype, "mla_layout": opts.mla_layout,
               "indexer_dtype": opts.indexer_dtype, "mtp": opts.mtp}
+    if engine != "ideal":
+        inputs["engine"] = engine
     return Result("blocks", inputs, main, (rec,), tuple(lines), tuple(notes))

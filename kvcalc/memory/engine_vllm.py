@@ -125,6 +125,24 @@ def defaults(total_bytes: float, inp: ec.EngineInputs) -> tuple[int, int, int]:
             inp.max_num_seqs or SERVER_MAX_SEQS[big])
 
 
+def block_layout(groups: list[att.GroupLayout], tp: int, block_size: int) -> dict:
+    """vLLM's paged layout on one TP rank: block size (enlarged for Mamba/linear hybrids), KV-cache groups, the
+    page of one layer and the bytes one block of the shared pool takes [tokens, B]."""
+    attn = [g for g in groups if g.kind not in att.RECURRENT_KINDS]
+    per_token = sum(g.layers * ec.page_bytes_per_token(g, tp) for g in attn)
+    attn_token_layer = max(ec.page_bytes_per_token(g, tp) for g in attn)
+    state_page = state_page_bytes(groups, tp)
+    requested = block_size
+    if state_page:
+        block_size = enlarged_block_size(attn_token_layer, state_page, block_size)
+    size, kgroups = kv_groups(groups)
+    page = attn_token_layer * block_size
+    return {"block_size": block_size, "requested_block_size": requested, "group_size": size, "kgroups": kgroups,
+            "kv_groups": len(kgroups), "padding_layers": sum(g.padding for g in kgroups), "page_bytes": page,
+            "state_page_bytes": state_page, "kv_bytes_per_token_per_gpu": per_token,
+            "block_bytes": page * size if len(kgroups) > 1 else per_token * block_size}
+
+
 def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwarePreset,
                 inp: ec.EngineInputs) -> dict:
     """vLLM's figures for one model on one GPU of a TP group (raw SI units) and the terms that produce them."""
@@ -136,28 +154,16 @@ def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwareP
              "cuda_graphs": ec.cuda_graphs(inp)}
     kv_memory = (total.value * inp.gpu_memory_utilization - terms["weights"].value - terms["activation"].value
                  - terms["non_torch"].value - terms["cuda_graphs"].value)
-    attn = [g for g in groups if g.kind not in att.RECURRENT_KINDS]
-    per_token = sum(g.layers * ec.page_bytes_per_token(g, inp.tp) for g in attn)
-    attn_token_layer = max(ec.page_bytes_per_token(g, inp.tp) for g in attn)
-    state_page = state_page_bytes(groups, inp.tp)
-    requested_block = block_size
-    if state_page:
-        block_size = enlarged_block_size(attn_token_layer, state_page, block_size)
-    size, kgroups = kv_groups(groups)
-    hybrid = len(kgroups) > 1
-    page_per_layer = attn_token_layer * block_size
-    block_bytes = page_per_layer * size if hybrid else per_token * block_size
+    lay = block_layout(groups, inp.tp, block_size)
+    block_size, size, kgroups, block_bytes = lay["block_size"], lay["group_size"], lay["kgroups"], lay["block_bytes"]
     num_blocks = max(0, math.floor(kv_memory / block_bytes)) if block_bytes else 0
     tokens = (num_blocks // len(kgroups)) * block_size
     per_request = blocks_per_request(kgroups, inp.max_model_len, block_size, batched)
     return {
         "engine": "vllm", "terms": terms, "gpu_memory_utilization": inp.gpu_memory_utilization,
         "block_size": block_size, "max_num_batched_tokens": batched, "max_num_seqs": max_seqs,
-        "kv_cache_memory_bytes": kv_memory, "kv_bytes_per_token_per_gpu": per_token,
-        "block_bytes": block_bytes, "num_gpu_blocks": num_blocks, "kv_cache_tokens": tokens,
-        "kv_groups": len(kgroups), "group_size": size, "padding_layers": sum(g.padding for g in kgroups),
-        "kgroups": kgroups, "blocks_per_request": per_request, "requested_block_size": requested_block,
-        "state_page_bytes": state_page, "page_bytes": page_per_layer,
+        "kv_cache_memory_bytes": kv_memory, "num_gpu_blocks": num_blocks, "kv_cache_tokens": tokens,
+        "blocks_per_request": per_request, **lay,
         "max_concurrency": num_blocks / per_request if per_request else 0.0,
     }
 
