@@ -347,3 +347,13 @@ def test_blocks_engine_note():
     assert "7 KV-cache groups of 10 layers (8 padding)" in notes
     # Llama-3-8B: one group; 16 tokens x 131,072 B = 2,097,152 B
     assert "one block of the pool = 2,097,152 B" in notes
+
+
+def test_engine_counts_the_kv_format_scale_bytes():
+    m = catalog.load_model("llama-3-8b")
+    hw = catalog.load_hardware("h100-sxm")
+    einp = ec.EngineInputs(engine="vllm", **LOG)
+    s = vllm_sizing(m, att.resolve_groups(m, att.KvOptions(kv_dtype="fp8-per-token-head")), hw, einp)
+    # 512 rows x 132 B = 67,584 B/token; block 16 x 67,584 = 1,081,344 B; floor(55.151 GiB / 1,081,344 B) = 54,763
+    assert s["kv_bytes_per_token_per_gpu"] == 67_584 and s["block_bytes"] == 1_081_344
+    assert s["num_gpu_blocks"] == int(55.151 * GiB // 1_081_344) == 54_763
