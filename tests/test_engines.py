@@ -357,3 +357,15 @@ def test_engine_counts_the_kv_format_scale_bytes():
     # 512 rows x 132 B = 67,584 B/token; block 16 x 67,584 = 1,081,344 B; floor(55.151 GiB / 1,081,344 B) = 54,763
     assert s["kv_bytes_per_token_per_gpu"] == 67_584 and s["block_bytes"] == 1_081_344
     assert s["num_gpu_blocks"] == int(55.151 * GiB // 1_081_344) == 54_763
+
+
+def test_hardware_cuda_total_needs_a_source(tmp_path):
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "presets" / "hardware" / "h100-sxm.toml").read_text()
+    bad = tmp_path / "gpu.toml"
+    bad.write_text("\n".join(line for line in text.splitlines() if not line.startswith("cuda_total_source")))
+    rc, out, err = run("-m", "llama-3-8b", "--hardware", str(bad), "--engine", "vllm")
+    assert rc == 2 and "cuda_total_source" in err and err.count("\n") == 1
+    assert catalog.load_hardware("h100-sxm").cuda_total_bytes == pytest.approx(79.19 * GiB)
+    assert catalog.load_hardware("l40s").cuda_total_bytes == pytest.approx(44.42 * GiB)
