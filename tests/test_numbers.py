@@ -208,3 +208,67 @@ def test_fp8_model_gets_fp8_peak_and_no_options_stay_the_article():
     assert i["peak_flops_per_gpu"] == pytest.approx(1978.9e12) and i["scenario"].startswith("derived")
     i = run_cli("cost", "--format", "json").json()["inputs"]
     assert i["scenario"] == "article" and i["peak_flops_per_gpu"] == 2e15 and i["mfu_prefill"] == 1
+
+
+# ---------------------------------------------------------------- prefill FLOPs as engines spend them (9.3)
+
+def test_qwen_prefill_flops_32k_by_hand():
+    # matmuls: 2 x (7,615,616,512 - 2 x 152,064 x 3,584) per token x 32,768 + 2 x 152,064 x 3,584 once (logits
+    # of the last token); attention: 2 x 28 q heads x (128 + 128) x 28 layers x (32,768 x 32,769 / 2) pairs
+    env = run_cli("cost", "--model", "qwen2.5-7b", "--strategy", "lru", "--requests", "1", "--context", "32k",
+                  "--format", "json").json()
+    head = 152_064 * 3_584
+    attention = 2 * 28 * (128 + 128) * 28 * (32_768 * 32_769 // 2)
+    expected = 2 * (7_615_616_512 - 2 * head) * 32_768 + 2 * head + attention
+    assert env["results"][0]["prefill_flops"] == pytest.approx(expected, rel=1e-6)
+    assert catalog.load_model("qwen2.5-7b").params_total == 7_615_616_512
+
+
+def test_tied_embedding_counted_once():
+    from dataclasses import replace
+
+    from kvcalc.serve import compute
+
+    m = replace(catalog.load_model("qwen2.5-7b"), tie_word_embeddings=True)
+    # tied: params_total holds the matrix once, so the per-token part is total - 152,064 x 3,584
+    assert compute.per_token_matmul_params(m) == pytest.approx(7_615_616_512 - 152_064 * 3_584)
+    assert compute.matmul_flops(m, 10) == pytest.approx(2 * (7_615_616_512 - 152_064 * 3_584) * 10
+                                                        + 2 * 152_064 * 3_584)
+    assert compute.matmul_flops(m, 0) == 0
+
+
+def test_article_keeps_its_26_gflop_per_token():
+    # the article's model has no vocab/hidden: 2 x 13e9 x 320,000 = 8.32e15 (matmuls only, MFU 1)
+    a = strategy_row(resolve("article"), "lru")[0]
+    assert a["prefill_flops"] == pytest.approx(8.32e15)
+
+
+MODEL_WITHOUT_ATTENTION = """schema_version = 1
+source = "test: a GQA model file without q_heads / head dims"
+display_name = "t"
+params_total_b = 8.0
+params_active_b = 8.0
+weight_bytes_per_param = 2
+[[layer_groups]]
+kind = "full"
+layers = 32
+kv_heads = 8
+head_dim = 128
+"""
+
+
+def test_model_without_attention_dims_says_so(tmp_path):
+    f = tmp_path / "m.toml"
+    f.write_text(MODEL_WITHOUT_ATTENTION)
+    r = run_cli("cost", "--model", str(f))
+    assert r.code == 0
+    assert "attention FLOPs are left out" in r.err + r.out and "vocab_size/hidden_size" in r.err + r.out
+
+
+def test_embedding_larger_than_the_model_is_refused(tmp_path):
+    f = tmp_path / "m.toml"
+    f.write_text(MODEL_WITHOUT_ATTENTION.replace("weight_bytes_per_param = 2\n", "weight_bytes_per_param = 2\n"
+                                                 "vocab_size = 1000000\nhidden_size = 8192\n"))
+    r = run_cli("cost", "--model", str(f))
+    # 2 x 1e6 x 8,192 = 16.4e9 params > 8e9 active
+    assert r.code == 2 and "vocab_size" in r.err
