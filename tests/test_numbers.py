@@ -272,3 +272,12 @@ def test_embedding_larger_than_the_model_is_refused(tmp_path):
     r = run_cli("cost", "--model", str(f))
     # 2 x 1e6 x 8,192 = 16.4e9 params > 8e9 active
     assert r.code == 2 and "vocab_size" in r.err
+
+
+def test_transfer_prefill_uses_the_models_dtype_peak():
+    # Llama 3 70B (BF16) on 8 x H100: 2 x 68,452,360,192 / (8 x 989.4e12 BF16 dense x 0.2) = 8.64822e-5 s/token
+    i = run_cli("transfer", "--model", "llama-3-70b", "--format", "json").json()["inputs"]
+    assert i["prefill_s_per_token"] == pytest.approx(2 * 68_452_360_192 / (8 * 989.4e12 * 0.2), rel=1e-12)
+    # V4 Flash (FP8 weights): 2 x 11,940,938,240 / (8 x 1,978.9e12 x 0.2) = 7.54266e-6 s/token
+    i = run_cli("transfer", "--model", "deepseek-v4-flash", "--format", "json").json()["inputs"]
+    assert i["prefill_s_per_token"] == pytest.approx(7.54266e-6, rel=1e-5)

@@ -133,6 +133,14 @@ def prefill_s_per_token(model: ModelPreset, gpus: int, peak_flops_per_gpu: float
     return compute_time_s(2.0 * per_token_matmul_params(model), gpus, peak_flops_per_gpu, mfu)
 
 
+def compute_dtype(weight_bytes_per_param: float) -> str:
+    """The dtype a model computes in, read from its weights: >= 2 B/param bf16, >= 1 fp8, else fp4; its dense
+    peak (HardwarePreset.peak_flops) is what a derived scenario and ``transfer`` divide prefill FLOPs by."""
+    if weight_bytes_per_param >= 2:
+        return "bf16"
+    return "fp8" if weight_bytes_per_param >= 1 else "fp4"
+
+
 def compute_time_s(flops: float, gpus: int, peak_flops_per_gpu: float, mfu: float) -> float:
     """FLOPs / (gpus x peak x MFU) [s]."""
     return flops / (gpus * peak_flops_per_gpu * mfu)

@@ -15,6 +15,7 @@ from typing import Optional
 from kvcalc.model import catalog
 from kvcalc.model.attention import KvOptions
 from kvcalc.out import units
+from kvcalc.serve.compute import compute_dtype
 from kvcalc.serve.cost import CostInputs
 from kvcalc.serve.ttft import TTFT_MODELS
 
@@ -40,13 +41,6 @@ class Overrides:
 
 
 DERIVED_BASE = "v4-flash-8xh100"
-
-
-def compute_dtype(weight_bytes_per_param: float) -> str:
-    """The dtype a model computes in, from its weights: >= 2 B/param bf16, >= 1 fp8, else fp4."""
-    if weight_bytes_per_param >= 2:
-        return "bf16"
-    return "fp8" if weight_bytes_per_param >= 1 else "fp4"
 
 
 def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInputs:
