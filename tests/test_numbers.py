@@ -281,3 +281,25 @@ def test_transfer_prefill_uses_the_models_dtype_peak():
     # V4 Flash (FP8 weights): 2 x 11,940,938,240 / (8 x 1,978.9e12 x 0.2) = 7.54266e-6 s/token
     i = run_cli("transfer", "--model", "deepseek-v4-flash", "--format", "json").json()["inputs"]
     assert i["prefill_s_per_token"] == pytest.approx(7.54266e-6, rel=1e-5)
+
+
+# ---------------------------------------------------------------- presets that match their sources (9.7)
+
+def test_b200_and_h800_presets_match_their_sources():
+    # HGX B200: 62 TB/s aggregate HBM3e over 8 GPUs = 7.75 TB/s each (not the chip's "up to 8 TB/s")
+    assert catalog.load_hardware("b200").hbm_bandwidth_bytes_per_s == 62e12 / 8
+    # H800 NVLink: datasheet 400 GB/s bidirectional = 200 GB/s a direction; 160 GB/s is DeepEP's measured maximum
+    link = catalog.load_link("nvlink-h800")
+    assert link.bandwidth_bytes_per_s("theoretical") == 200e9 and link.bandwidth_bytes_per_s("measured") == 160e9
+    assert "DeepEP" in link.source and "measured" in link.source
+
+
+def test_page_in_moves_each_gpus_share_under_tp():
+    # Llama 3 70B, 16-token block: 16 x 327,680 = 5,242,880 B; 8 KV heads over 8 ranks -> 655,360 B per GPU;
+    # over PCIe Gen5 (measured 55.5 GB/s, 6 us): 6e-6 + 655,360 / 55.5e9 = 17.81 us. With --attention dp each
+    # GPU holds whole requests and pages in the whole block: 6e-6 + 5,242,880 / 55.5e9 = 100.5 us.
+    tp = run_cli("capacity", "--model", "llama-3-70b", "--format", "json").json()["results"][0]
+    assert tp["block_bytes"] == 5_242_880 and tp["block_bytes_per_gpu"] == 655_360
+    assert tp["block_page_in_s"] == pytest.approx(6e-6 + 655_360 / 55.5e9)
+    dp = run_cli("capacity", "--model", "llama-3-70b", "--attention", "dp", "--format", "json").json()["results"][0]
+    assert dp["block_page_in_s"] == pytest.approx(6e-6 + 5_242_880 / 55.5e9)

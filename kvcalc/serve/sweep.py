@@ -205,7 +205,7 @@ def kv_point(s: dict, vec: dict) -> dict:
 
 def capacity_point(s: dict, vec: dict) -> dict:
     """The ``kvcalc capacity`` row for settings ``s``; ``vec`` may hold numpy arrays of the vector inputs."""
-    from kvcalc.memory.capacity import ROW_KEYS, CapacityInputs, capacity_arrays, capacity_static
+    from kvcalc.memory.capacity import ROW_KEYS, CapacityInputs, capacity_arrays, capacity_static, page_in_block
     from kvcalc.model import attention as att
     from kvcalc.model import catalog
 
@@ -214,10 +214,11 @@ def capacity_point(s: dict, vec: dict) -> dict:
     inp = CapacityInputs(attention=s["attention"], block_tokens=s["block-tokens"], bandwidth=s["bandwidth"])
     groups = att.resolve_groups(model, kv_options_of(s))
     v = {k: vec.get(k, s[k]) for k in ("context", "gpus", "hbm-utilization", "reserve")}
+    link = catalog.load_link(link_ref)
     parts = capacity_static(catalog.name_of(s["model"]), model, groups, catalog.name_of(s["hardware"]), hw,
-                            catalog.name_of(link_ref), catalog.load_link(link_ref), inp) | capacity_arrays(
+                            catalog.name_of(link_ref), link, inp) | capacity_arrays(
         groups, model.weight_bytes, hw.hbm_bytes, v["context"], v["gpus"], v["hbm-utilization"], v["reserve"],
-        s["attention"])
+        s["attention"], block=page_in_block(model, link, inp))
     return {k: parts[k] for k in ROW_KEYS}
 
 
