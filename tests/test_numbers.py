@@ -303,3 +303,18 @@ def test_page_in_moves_each_gpus_share_under_tp():
     assert tp["block_page_in_s"] == pytest.approx(6e-6 + 655_360 / 55.5e9)
     dp = run_cli("capacity", "--model", "llama-3-70b", "--attention", "dp", "--format", "json").json()["results"][0]
     assert dp["block_page_in_s"] == pytest.approx(6e-6 + 5_242_880 / 55.5e9)
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_numpy_walk_of_group_starts_equals_the_request_walk(monkeypatch, wide):
+    # force the chunked numpy walk (and its Python-integer variant) on small workloads
+    from kvcalc.serve import strategies
+
+    monkeypatch.setattr(strategies, "_PYTHON_WALK", 0)
+    monkeypatch.setattr(strategies, "_CHUNK", 7)
+    if wide:
+        monkeypatch.setattr(strategies, "_INT64_SAFE", 1)
+    for counts, groups in [([30, 17], [5, 7, 3, 11]), ([101], [2, 3, 5, 7, 13, 101]), ([9, 9, 9], [4, 6, 9, 10])]:
+        w = workload([(c, 5000) for c in counts], [(10, g) for g in groups])
+        ref, nodes, _ = request_walk(w)
+        assert cached_prefixes(w, "prefix-tree") == ref and prefix_nodes(w) == nodes

@@ -25,36 +25,45 @@ def _starts_below(x: int, groups: int, n: int) -> int:
 
 
 def _is_start(i, groups: int, n: int):
-    """Whether request i (int array) starts a group of a level with ``groups`` groups: i = 0 or
-    floor(i g / n) > floor((i - 1) g / n) (request i is in group floor(i g / n))."""
-    import numpy as np
+    """Whether request i (int array) starts a group of a level with ``groups`` <= n groups: request i is in
+    group floor(i g / n), which changes at i iff some multiple of n lies in ((i - 1) g, i g], i.e. iff
+    (i g) mod n < g."""
+    return (i * groups) % n < groups
 
-    return np.asarray((i == 0) | (i * groups // n > (i - 1) * groups // n), dtype=bool)
 
-
-_CHUNK = 1 << 20   # group starts tested per numpy pass: bounded memory whatever the group count
+_CHUNK = 1 << 20        # group starts tested per numpy pass: bounded memory whatever the group count
+_PYTHON_WALK = 50_000   # up to this many membership tests, plain Python (no numpy import)
+_INT64_SAFE = 2**62     # i x g below this fits numpy int64
 
 
 def _new_starts(groups: int, kept: list[int], n: int, bounds: list[int]) -> list[int]:
     """Starts of a level with ``groups`` groups that start no group of the levels ``kept`` (whose group counts
     neither divide nor are divided by it), per class range [bounds[c], bounds[c+1]) [requests].
-    Walks the starts in chunks of numpy integers (Python integers when i x g could overflow int64)."""
+    Walks the starts in plain Python when they are few, else in chunks of numpy integers (Python integers
+    inside numpy when i x g could overflow int64)."""
+    out = [0] * (len(bounds) - 1)
+    if groups * (len(kept) + 1) <= _PYTHON_WALK:
+        from bisect import bisect_right
+
+        for k in range(groups):
+            i = -(-k * n // groups)
+            if all((i * g) % n >= g for g in kept):
+                out[bisect_right(bounds, i) - 1] += 1
+        return out
     import numpy as np
 
-    out = [0] * (len(bounds) - 1)
-    wide = n * max([groups, *kept]) >= 2**62
-    edges = np.asarray(bounds[1:-1], dtype=object if wide else np.int64)
+    wide = n * max([groups, *kept]) >= _INT64_SAFE
     for k0 in range(0, groups, _CHUNK):
         k = np.arange(k0, min(groups, k0 + _CHUNK), dtype=np.int64)
         if wide:
             k = k.astype(object)
-        i = -(-k * n // groups)
+        i = -(-k * n // groups)                  # ascending, so classes are found by bisection
         new = np.ones(len(i), dtype=bool)
         for g in kept:
-            new &= ~_is_start(i, g, n)
-        cls = np.searchsorted(edges, i[new], side="right")
-        for c, cnt in zip(*np.unique(cls, return_counts=True)):
-            out[int(c)] += int(cnt)
+            new &= np.asarray(~_is_start(i, g, n) if not wide else [not x for x in _is_start(i, g, n)], dtype=bool)
+        edges = np.searchsorted(i[new], bounds)
+        for c in range(len(out)):
+            out[c] += int(edges[c + 1] - edges[c])
     return out
 
 
