@@ -99,6 +99,7 @@ CASES = {
     "300 levels, groups 1..50": (100_000, 131_072, levels(300, 100, lambda s: s % 50 + 1)),
     "1,000 levels, groups 1..50": (100_000, 131_072, levels(1000, 100, lambda s: s % 50 + 1)),
     "1,000 levels, 1 group each": (1_000, 131_072, levels(1000, 100, lambda s: 1)),
+    "1,000 levels, groups 1..1,000, 10^6 requests": (10**6, 131_072, levels(1000, 100, lambda s: s + 1)),
     "10^7 groups (system prompt + 1 per request)": (10**7, 4096, [(1024, 1), (512, 10**7)]),
     "10^7 groups, two coprime levels": (10**7, 4096, [(1024, 9_999_991), (512, 9_999_973)]),
     "3x10^7 groups (issue 9.2)": (3 * 10**7, 4096, [(1, 3 * 10**7)]),

@@ -84,6 +84,14 @@ def test_coprime_groups_by_hand():
     assert prefix_nodes(w) == [3, 6]
 
 
+def test_many_small_coprime_levels_list_each_start_once():
+    # 40 levels with groups 1..40 over 1,000 requests: testing each level's starts against every kept count would
+    # cost more than listing the 820 starts once, so the union fallback answers; it must equal the request walk
+    w = workload([(600, 5000), (400, 6000)], [(10, g) for g in range(1, 41)])
+    ref, nodes, _ = request_walk(w)
+    assert cached_prefixes(w, "prefix-tree") == ref and prefix_nodes(w) == nodes
+
+
 def test_a_thousand_levels():
     # 1,000 nested levels, level s with (s mod 7) + 1 groups over 5,040 requests (= 7!, every count divides it)
     w = workload([(5040, 100_000)], [(50, s % 7 + 1) for s in range(1000)])
@@ -318,3 +326,6 @@ def test_numpy_walk_of_group_starts_equals_the_request_walk(monkeypatch, wide):
         w = workload([(c, 5000) for c in counts], [(10, g) for g in groups])
         ref, nodes, _ = request_walk(w)
         assert cached_prefixes(w, "prefix-tree") == ref and prefix_nodes(w) == nodes
+        # and the other fallback, every level's starts listed once (windows of 7 starts)
+        bounds = [0, *[sum(counts[: j + 1]) for j in range(len(counts))]]
+        assert strategies._union_counts(w, bounds) == strategies.first_counts(w)

@@ -67,6 +67,43 @@ def _new_starts(groups: int, kept: list[int], n: int, bounds: list[int]) -> list
     return out
 
 
+def _union_counts(w: WorkloadPreset, bounds: list[int]) -> list[list[int]]:
+    """first_counts by enumerating every level's group starts once: the first level of each start, counted per
+    class. O(sum of groups) time; memory bounded by walking the requests in windows of ~_CHUNK starts."""
+    n, groups = w.requests, [seg.groups for seg in w.shared]
+    out = [[0] * (len(bounds) - 1) for _ in groups]
+    total = sum(groups)
+    if total <= _PYTHON_WALK:
+        from bisect import bisect_right
+
+        first: dict[int, int] = {}
+        for level, g in enumerate(groups):
+            for k in range(g):
+                first.setdefault(-(-k * n // g), level)
+        for i, level in first.items():
+            out[level][bisect_right(bounds, i) - 1] += 1
+        return out
+    import numpy as np
+
+    windows = -(-total // _CHUNK)
+    dtype = object if n * max(groups) >= _INT64_SAFE else np.int64
+    for j in range(windows):
+        a, b = j * n // windows, (j + 1) * n // windows
+        starts, levels = [], []
+        for level, g in enumerate(groups):
+            k = np.arange(_starts_below(a, g, n), _starts_below(b, g, n), dtype=np.int64).astype(dtype)
+            starts.append(-(-k * n // g))
+            levels.append(np.full(len(k), level, dtype=np.int64))
+        starts_a, first = np.unique(np.concatenate(starts), return_index=True)   # first = lowest level
+        cls = np.searchsorted(np.asarray(bounds[1:-1], dtype=dtype), starts_a, side="right")
+        per = np.bincount(np.concatenate(levels)[first] * (len(bounds) - 1) + cls,
+                          minlength=len(groups) * (len(bounds) - 1))
+        for level in range(len(groups)):
+            for c in range(len(bounds) - 1):
+                out[level][c] += int(per[level * (len(bounds) - 1) + c])
+    return out
+
+
 def first_counts(w: WorkloadPreset) -> list[list[int]]:
     """[level][class] -> requests of the class that first start a group at that level [requests].
 
@@ -76,12 +113,23 @@ def first_counts(w: WorkloadPreset) -> list[list[int]]:
     running per-class totals of |U_s|: a level whose group count g divides one already seen adds nothing (its
     starts ceil(k n / g) = ceil(k m n / (m g)) are among them); a level that every kept count divides adds
     (its starts in the class) - (the running total), both closed forms, so equal groups are one term and 10^9
-    groups cost O(1); only group counts that do not divide each other walk their starts (numpy, in chunks).
+    groups cost O(1); only group counts that do not divide each other walk their starts (numpy, in chunks),
+    testing each against the kept counts - or, when that costs more than listing every level's starts once
+    (many small mutually non-dividing counts), every start is listed once instead (``_union_counts``).
     """
     n = w.requests
     bounds = [0]
     for c in w.classes:
         bounds.append(bounds[-1] + c.count)
+    walk_tests, kept = 0, []
+    for seg in w.shared:                 # dry run: what the closed-form pass would have to walk
+        g = seg.groups
+        if not any(k % g == 0 for k in kept):
+            if not all(g % k == 0 for k in kept):
+                walk_tests += g * len(kept)
+            kept = [k for k in kept if g % k] + [g]
+    if walk_tests > sum(seg.groups for seg in w.shared):
+        return _union_counts(w, bounds)
     held = [0] * len(w.classes)          # |U_s ∩ class|, running
     kept: list[int] = []                 # group counts whose starts make up U_s (none divides another)
     out = []
