@@ -92,8 +92,8 @@ def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInpu
                               "and utilisations" if derived else sc.source),
                  "ttft": ("--ttft-model: " if o.ttft_model else "") + TTFT_MODELS[o.ttft_model or sc.ttft_model],
                  "mfu": "--mfu-prefill" if o.mfu_prefill is not None else sc.mfu_source,
-                 "pd": ("--pd-link" if o.pd_link else "the scenario") + ": prefill and decode on separate nodes; "
-                       "overlap " + ("given" if (o.pd_overlap_s is not None or sc.pd_overlap_us is not None)
-                                     else "= one decode step"),
                  "decode": "--decode-tokens-per-s" if o.decode_tokens_per_s is not None else
-                 (sc.decode_source or "roofline")})
+                 (sc.decode_source or "roofline")} | ({} if not pd_ref else {
+                     "pd": ("--pd-link" if o.pd_link else "the scenario") + ": prefill and decode on separate nodes; "
+                           "overlap " + ("given" if (o.pd_overlap_s is not None or sc.pd_overlap_us is not None)
+                                         else "= one decode step")}))
