@@ -121,15 +121,15 @@ def first_counts(w: WorkloadPreset) -> list[list[int]]:
     bounds = [0]
     for c in w.classes:
         bounds.append(bounds[-1] + c.count)
-    walk_tests, kept = 0, []
+    walk_tests, kept, listing = 0, [], sum(seg.groups for seg in w.shared)
     for seg in w.shared:                 # dry run: what the closed-form pass would have to walk
         g = seg.groups
         if not any(k % g == 0 for k in kept):
             if not all(g % k == 0 for k in kept):
                 walk_tests += g * len(kept)
+                if walk_tests > listing:
+                    return _union_counts(w, bounds)
             kept = [k for k in kept if g % k] + [g]
-    if walk_tests > sum(seg.groups for seg in w.shared):
-        return _union_counts(w, bounds)
     held = [0] * len(w.classes)          # |U_s ∩ class|, running
     kept: list[int] = []                 # group counts whose starts make up U_s (none divides another)
     out = []
@@ -158,8 +158,9 @@ def _offsets(w: WorkloadPreset) -> list[int]:
     return out
 
 
-def cached_prefixes(w: WorkloadPreset, strategy: str, warm: bool = False) -> Counter:
-    """Counter of (class index, cached tokens) over all requests [requests]."""
+def cached_prefixes(w: WorkloadPreset, strategy: str, warm: bool = False, counts=None) -> Counter:
+    """Counter of (class index, cached tokens) over all requests [requests]; ``counts`` = first_counts(w) when
+    already known."""
     if strategy == "lru" or not w.shared:
         return Counter({(ci, 0): c.count for ci, c in enumerate(w.classes)})
     offsets = _offsets(w)
@@ -167,7 +168,7 @@ def cached_prefixes(w: WorkloadPreset, strategy: str, warm: bool = False) -> Cou
         return Counter({(ci, offsets[-1]): c.count for ci, c in enumerate(w.classes)})
     out: Counter = Counter()
     left = [c.count for c in w.classes]
-    for level, per_class in enumerate(first_counts(w)):
+    for level, per_class in enumerate(counts if counts is not None else first_counts(w)):
         for ci, k in enumerate(per_class):
             if k:
                 out[(ci, offsets[level])] += k
@@ -178,20 +179,20 @@ def cached_prefixes(w: WorkloadPreset, strategy: str, warm: bool = False) -> Cou
     return out
 
 
-def prefix_nodes(w: WorkloadPreset) -> list[int]:
+def prefix_nodes(w: WorkloadPreset, counts=None) -> list[int]:
     """Distinct cached copies of each shared segment: requests that start a group at that level or above
     (running totals over the levels)."""
     out, total = [], 0
-    for per_class in first_counts(w):
+    for per_class in counts if counts is not None else first_counts(w):
         total += sum(per_class)
         out.append(total)
     return out
 
 
-def prefix_segments(w: WorkloadPreset) -> tuple[tuple[int, int, int], ...]:
+def prefix_segments(w: WorkloadPreset, counts=None) -> tuple[tuple[int, int, int], ...]:
     """(first token, end token, distinct copies) of each shared segment: what the prefix tree holds."""
     offsets = _offsets(w)
-    return tuple((a, b, k) for a, b, k in zip(offsets, offsets[1:], prefix_nodes(w)))
+    return tuple((a, b, k) for a, b, k in zip(offsets, offsets[1:], prefix_nodes(w, counts)))
 
 
 def prefix_cache_tokens(w: WorkloadPreset) -> int:
@@ -228,8 +229,9 @@ class RequestMix:
 
 def workload_mix(w: WorkloadPreset, strategy: str, warm: bool = False) -> RequestMix:
     """The request mix of a workload preset under ``strategy``."""
+    counts = first_counts(w) if strategy == "prefix-tree" else None
     slices = tuple(Slice(w.classes[ci].name, w.classes[ci].context_tokens, cached, w.classes[ci].output_tokens, n)
-                   for (ci, cached), n in sorted(cached_prefixes(w, strategy, warm).items()))
-    segments = prefix_segments(w) if strategy == "prefix-tree" else ()
+                   for (ci, cached), n in sorted(cached_prefixes(w, strategy, warm, counts).items()))
+    segments = prefix_segments(w, counts) if strategy == "prefix-tree" else ()
     cache = sum((b - a) * k for a, b, k in segments)
     return RequestMix(slices, cache, cache if warm else 0, tuple(c.name for c in w.classes), segments)
