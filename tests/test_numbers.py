@@ -329,3 +329,21 @@ def test_numpy_walk_of_group_starts_equals_the_request_walk(monkeypatch, wide):
         # and the other fallback, every level's starts listed once (windows of 7 starts)
         bounds = [0, *[sum(counts[: j + 1]) for j in range(len(counts))]]
         assert strategies._union_counts(w, bounds) == strategies.first_counts(w)
+
+
+@settings(max_examples=60, deadline=None)
+@given(counts=st.lists(st.integers(1, 30), min_size=1, max_size=3),
+       contexts=st.lists(st.integers(3000, 9000), min_size=3, max_size=3),
+       shared=st.lists(st.tuples(st.integers(1, 900), st.integers(1, 6)), max_size=3),
+       model=st.sampled_from(["processor-sharing", "fcfs"]), warm=st.booleans(),
+       name=st.sampled_from(["mistral-7b-v0.1", "deepseek-v4-flash", "llama-3-8b"]))
+def test_property_ttft_within_batch_and_kv_held_not_negative(counts, contexts, shared, model, warm, name):
+    n = sum(counts)
+    w = workload(list(zip(counts, contexts)), [(t, min(g, n)) for t, g in shared])
+    inp = CostInputs(name, catalog.load_model(name), "h", catalog.load_hardware("h100-sxm"), 8, "w", w, 10.0, 1e15,
+                     0.5, True, 50.0, warm=warm, ttft_model=model)
+    for strategy in ("lru", "prefix-tree"):
+        row, classes = strategy_row(inp, strategy)
+        assert row["ttft_max_s"] <= row["prefill_time_s"] * (1 + 1e-12)
+        assert all(c["ttft_mean_s"] <= row["ttft_max_s"] * (1 + 1e-12) for c in classes)
+        assert row["kv_stored_bytes"] >= 0 and row["kv_handoff_bytes"] >= 0
