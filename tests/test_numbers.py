@@ -322,7 +322,9 @@ def test_numpy_walk_of_group_starts_equals_the_request_walk(monkeypatch, wide):
     monkeypatch.setattr(strategies, "_CHUNK", 7)
     if wide:
         monkeypatch.setattr(strategies, "_INT64_SAFE", 1)
-    for counts, groups in [([30, 17], [5, 7, 3, 11]), ([101], [2, 3, 5, 7, 13, 101]), ([9, 9, 9], [4, 6, 9, 10])]:
+    cases = [([30, 17], [5, 7, 3, 11]), ([101], [2, 3, 5, 7, 13, 101]), ([9, 9, 9], [4, 6, 9, 10]),
+             ([600, 401], [2, 3, 5, 7])]    # few starts over many requests: windows wider than 4 x 7 (sorted path)
+    for counts, groups in cases:
         w = workload([(c, 5000) for c in counts], [(10, g) for g in groups])
         ref, nodes, _ = request_walk(w)
         assert cached_prefixes(w, "prefix-tree") == ref and prefix_nodes(w) == nodes

@@ -47,7 +47,7 @@ def _new_starts(groups: int, kept: list[int], n: int, bounds: list[int]) -> list
 
         for k in range(groups):
             i = -(-k * n // groups)
-            if all((i * g) % n >= g for g in kept):
+            if not any(_is_start(i, g, n) for g in kept):
                 out[bisect_right(bounds, i) - 1] += 1
         return out
     import numpy as np
@@ -87,20 +87,30 @@ def _union_counts(w: WorkloadPreset, bounds: list[int]) -> list[list[int]]:
 
     windows = -(-total // _CHUNK)
     dtype = object if n * max(groups) >= _INT64_SAFE else np.int64
+    classes = len(bounds) - 1
     for j in range(windows):
         a, b = j * n // windows, (j + 1) * n // windows
-        starts, levels = [], []
-        for level, g in enumerate(groups):
-            k = np.arange(_starts_below(a, g, n), _starts_below(b, g, n), dtype=np.int64).astype(dtype)
-            starts.append(-(-k * n // g))
-            levels.append(np.full(len(k), level, dtype=np.int64))
-        starts_a, first = np.unique(np.concatenate(starts), return_index=True)   # first = lowest level
+        ks = [(level, g, _starts_below(a, g, n), _starts_below(b, g, n)) for level, g in enumerate(groups)]
+        if b - a <= 4 * _CHUNK and dtype is np.int64:   # a dense first-level map of the window: no sort
+            first_level = np.full(b - a, -1, dtype=np.int32)
+            for level, g, k0, k1 in reversed(ks):       # lower levels written last, so they win
+                first_level[-(-np.arange(k0, k1, dtype=np.int64) * n // g) - a] = level
+            starts_a = np.flatnonzero(first_level >= 0)
+            levels_a = first_level[starts_a]
+            starts_a += a
+        else:
+            starts, levels = [], []
+            for level, g, k0, k1 in ks:
+                k = np.arange(k0, k1, dtype=np.int64).astype(dtype)
+                starts.append(-(-k * n // g))
+                levels.append(np.full(k1 - k0, level, dtype=np.int64))
+            starts_a, first = np.unique(np.concatenate(starts), return_index=True)   # first = lowest level
+            levels_a = np.concatenate(levels)[first]
         cls = np.searchsorted(np.asarray(bounds[1:-1], dtype=dtype), starts_a, side="right")
-        per = np.bincount(np.concatenate(levels)[first] * (len(bounds) - 1) + cls,
-                          minlength=len(groups) * (len(bounds) - 1))
+        per = np.bincount(levels_a.astype(np.int64) * classes + cls.astype(np.int64), minlength=len(groups) * classes)
         for level in range(len(groups)):
-            for c in range(len(bounds) - 1):
-                out[level][c] += int(per[level * (len(bounds) - 1) + c])
+            for c in range(classes):
+                out[level][c] += int(per[level * classes + c])
     return out
 
 
