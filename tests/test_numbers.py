@@ -349,3 +349,12 @@ def test_property_ttft_within_batch_and_kv_held_not_negative(counts, contexts, s
         assert row["ttft_max_s"] <= row["prefill_time_s"] * (1 + 1e-12)
         assert all(c["ttft_mean_s"] <= row["ttft_max_s"] * (1 + 1e-12) for c in classes)
         assert row["kv_stored_bytes"] >= 0 and row["kv_handoff_bytes"] >= 0
+
+
+def test_sweep_over_models_uses_the_same_derived_scenario_as_the_command():
+    # `kvcalc sweep cost --vary model=...` must equal `kvcalc cost --model ...` point by point (derived physics)
+    rows = run_cli("sweep", "cost", "--vary", "model=llama-3-8b,qwen2.5-7b", "--format", "json").json()["results"]
+    for row, model in zip(rows, ("llama-3-8b", "qwen2.5-7b")):
+        single = run_cli("cost", "--model", model, "--format", "json").json()["results"][0]
+        assert row["prefill_time_s"] == single["prefill_time_s"] and row["usd_per_mtok_blended"] == single[
+            "usd_per_mtok_blended"]
