@@ -42,16 +42,17 @@ def test_mha_example_shards_by_head():
     # per GPU per request: 3,145,728 x 4,096 / 8 (64 heads over 8 ranks) = 1,610,612,736 -> floor(29.18) = 29
     assert r["kv_bytes_per_request_per_gpu"] == 3_145_728 * 4096 / 8
     assert r["max_requests"] == 29
-    # 16-token block: 16 x 3,145,728 = 50,331,648 B; 6 us + 50,331,648 / 55.5e9 = 912.9 us
-    assert r["block_bytes"] == 50_331_648
-    assert r["block_page_in_s"] == pytest.approx(6e-6 + 50_331_648 / 55.5e9)
+    # 16-token block: 16 x 3,145,728 = 50,331,648 B; each of the 8 ranks holds 8 of the 64 heads and pages in
+    # its own eighth over its own PCIe link: 6 us + 6,291,456 / 55.5e9 = 119.4 us (was the whole block: 912.9 us)
+    assert r["block_bytes"] == 50_331_648 and r["block_bytes_per_gpu"] == 6_291_456
+    assert r["block_page_in_s"] == pytest.approx(6e-6 + 6_291_456 / 55.5e9)
 
 
 def test_llama_70b_tp8_one_head_per_gpu():
     r = row("llama-3-70b")
-    budget = 72e9 - 70.6e9 * 2 / 8                       # 54.35e9 B per GPU
+    budget = 72e9 - 70_553_706_496 * 2 / 8               # 54,361,573,376 B per GPU (exact params, config)
     per_gpu = 327_680 * 4096 / 8                         # 167,772,160 B: 1 of 8 KV heads per rank
-    assert r["max_requests"] == math.floor(budget / per_gpu) == 323
+    assert r["max_requests"] == math.floor(budget / per_gpu) == 324
 
 
 def test_tp_beyond_kv_heads_replicates():

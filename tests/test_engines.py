@@ -84,14 +84,15 @@ def test_vllm_cuda_graphs_and_utilisation_enter_the_budget():
 
 def test_vllm_estimated_defaults_within_10_percent_of_an_80gb_log():
     # PR #10511: Meta-Llama-3-8B, 80 GB card, vLLM's default 0.9: available_kv_cache_memory 53.29 GiB.
-    # Our defaults: CUDA total 79.19 GiB (preset), weights 8.03e9 x 2 B = 14.96 GiB, activation from shapes at
-    # 8,192 batched tokens, non-torch 0.07 GiB.
+    # Our defaults: CUDA total 79.19 GiB (preset), weights 8,030,261,248 x 2 B = 16,060,522,496 B (14.96 GiB),
+    # activation from shapes at 8,192 batched tokens, non-torch 0.07 GiB.
     s = vllm()
-    assert s["terms"]["weights"].value == pytest.approx(16.06e9)
+    assert s["terms"]["weights"].value == 16_060_522_496
     assert s["max_num_batched_tokens"] == 8192 and s["block_size"] == 16
-    # activation: 8.03e9 / 32 layers / 4,096 hidden + 2 x 4,096 = 69,456 elements x 2 B = 138,912 B/token
-    # (the preset has no vocab, so the embeddings are not taken out: an over-estimate)
-    assert s["terms"]["activation"].value == pytest.approx(8192 * 138_912)
+    # activation: (8,030,261,248 - 2 x 128,256 x 4,096) / 32 layers = 218,112,128 per layer; / 4,096 hidden
+    # + 2 x 4,096 = 61,442.03125 elements x 2 B = 122,884.0625 B/token; x 8,192 = 1,006,666,240 B
+    assert s["terms"]["activation"].value == pytest.approx(8192 * 122_884.0625)
+    # 79.19 x 0.9 - 14.9574 - 0.9375 - 0.07 GiB = 55.306 GiB (log: 53.29 GiB, +3.8%)
     assert abs(s["kv_cache_memory_bytes"] / GiB - 53.29) / 53.29 < 0.10
     # and the activation estimate is within the 0.2-3 GiB logs show
     assert 0.2 * GiB < s["terms"]["activation"].value < 3 * GiB
@@ -205,8 +206,8 @@ def test_cli_solve_vllm_and_sglang():
 def test_cli_solve_ideal():
     rc, out, err = run("-m", "llama-3-8b", "--gpus", "1", "--solve", "max-model-len", "--format", "json")
     assert rc == 0, err
-    # (80e9 x 0.9 - 8.03e9 x 2) / 131,072 B = 55.94e9 / 131,072 = 426,788.3 -> 426,788 tokens
-    assert json.loads(out)["results"][0]["value"] == 426_788
+    # (80e9 x 0.9 - 8,030,261,248 x 2) / 131,072 B = 55,939,477,504 / 131,072 = 426,784.3 -> 426,784 tokens
+    assert json.loads(out)["results"][0]["value"] == 426_784
 
 
 def test_cli_ideal_unchanged_by_the_engine_flag():
@@ -274,8 +275,8 @@ def test_compare_with_an_engine_budget_uses_the_engine_pool():
     # the same pool capacity --engine vllm reports: blocks x (16 tokens x 2 x 80 layers x 2 heads x 128 x 2 B)
     assert budget == cap["num_gpu_blocks"] * 1_310_720
     ideal = subprocess.run([sys.executable, "-m", "kvcalc", "compare", *args], capture_output=True, text=True)
-    # ideal: 80e9 x 0.9 - 70.6e9 x 2 B / 4 GPUs = 72e9 - 35.3e9 = 36.7e9 B
-    assert json.loads(ideal.stdout)["results"][0]["kv_budget_bytes_per_gpu"] == pytest.approx(36.7e9)
+    # ideal: 80e9 x 0.9 - 70,553,706,496 x 2 B / 4 GPUs = 72e9 - 35,276,853,248 = 36,723,146,752 B
+    assert json.loads(ideal.stdout)["results"][0]["kv_budget_bytes_per_gpu"] == 36_723_146_752
 
 
 def test_vllm_estimated_defaults_within_10_percent_of_a_24gb_log():
@@ -284,11 +285,12 @@ def test_vllm_estimated_defaults_within_10_percent_of_a_24gb_log():
     # kv_cache_size=3.81GiB gpu_memory_utilization=0.90", "# GPU blocks: 1952", "Maximum concurrency for 20000
     # tokens per request: 1.56x". Only the CUDA total and the two token counts are given; the rest is estimated.
     s = vllm(total_memory_bytes=23.58 * GiB, max_num_batched_tokens=20_000, max_model_len=20_000)
-    # 23.58 x 0.9 - 14.96 - 20,000 x 138,912 B (2.587 GiB) - 0.07 = 3.608 GiB -> floor(3.608 x 512) = 1,847 blocks
-    assert s["num_gpu_blocks"] == 1847
+    # 23.58 x 0.9 - 14.9574 - 20,000 x 122,884.0625 B (2.2889 GiB) - 0.07 = 3.9058 GiB -> floor(3.9058 x 512)
+    # = 1,999 blocks (log: 1,952, +2.4%)
+    assert s["num_gpu_blocks"] == 1999
     assert abs(s["kv_cache_memory_bytes"] / GiB - 3.81) / 3.81 < 0.10
     assert abs(s["num_gpu_blocks"] - 1952) / 1952 < 0.10
-    assert abs(s["max_concurrency"] - 1.56) / 1.56 < 0.10       # 1,847 / ceil(20,000 / 16) = 1,847 / 1,250
+    assert abs(s["max_concurrency"] - 1.56) / 1.56 < 0.10       # 1,999 / ceil(20,000 / 16) = 1,999 / 1,250 = 1.599
 
 
 def test_vllm_max_concurrency_matches_a_v1_log():

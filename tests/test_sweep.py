@@ -107,11 +107,11 @@ def test_chart_field_errors_name_the_flag():
 # ------------------------------------------------------------------ every point = the single-point command
 
 def test_capacity_by_hand():
-    # Llama-3-70B at 4,096 tokens on 8 x H100 (80e9 B, 90% usable): budget per GPU = 72e9 - 141.2e9 / 8
-    # = 54.35e9 B; KV per request = 80 layers x 8 heads x 256 x 2 B x 4,096 = 1,342,177,280 B, 1/8 per GPU
-    # (8 KV heads over TP 8) = 167,772,160 B -> floor(323.95) = 323; at 8,192 tokens floor(161.97) = 161.
+    # Llama-3-70B at 4,096 tokens on 8 x H100 (80e9 B, 90% usable): budget per GPU = 72e9 - 70,553,706,496 x 2 / 8
+    # = 54,361,573,376 B; KV per request = 80 layers x 8 heads x 256 x 2 B x 4,096 = 1,342,177,280 B, 1/8 per GPU
+    # (8 KV heads over TP 8) = 167,772,160 B -> floor(324.02) = 324; at 8,192 tokens floor(162.01) = 162.
     rows = sw.sweep_rows("capacity", axes("capacity", "context=4k,8k"), {"model": "llama-3-70b"})
-    assert [r["max_requests"] for r in rows] == [323, 161]
+    assert [r["max_requests"] for r in rows] == [324, 162]
     assert rows[0]["kv_bytes_per_request"] == 1_342_177_280
 
 
@@ -315,9 +315,10 @@ def test_node_cache_tokens_by_hand():
     # cache is replicated on every GPU: floor(52,509,177,113 / 1,812,864) = floor(28,964.7) = 28,964 blocks x 512
     # = 14,829,568 tokens
     assert node_cache_tokens(catalog.load_model("deepseek-v4-flash"), h100, 8, 512) == 14_829_568
-    # Llama-3-70B: 54.35e9 B per GPU; a 512-token block = 512 x 327,680 = 167,772,160 B, 1/8 per GPU (8 KV heads
-    # over TP 8) = 20,971,520 B -> floor(2,591.6) = 2,591 blocks x 512 = 1,326,592 tokens
-    assert node_cache_tokens(catalog.load_model("llama-3-70b"), h100, 8, 512) == 1_326_592
+    # Llama-3-70B: 72e9 - 70,553,706,496 x 2 / 8 = 54,361,573,376 B per GPU; a 512-token block = 512 x 327,680
+    # = 167,772,160 B, 1/8 per GPU (8 KV heads over TP 8) = 20,971,520 B -> floor(2,592.2) = 2,592 blocks x 512
+    # = 1,327,104 tokens
+    assert node_cache_tokens(catalog.load_model("llama-3-70b"), h100, 8, 512) == 1_327_104
     with pytest.raises(InputError, match="no KV budget"):
         node_cache_tokens(catalog.load_model("deepseek-v3"), h100, 8, 512)  # 83.9 GB of weights per GPU > 72 GB
 

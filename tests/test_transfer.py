@@ -64,17 +64,18 @@ def test_exposed_prefetch():
 
 
 def test_prefill_per_token_v4_flash_8xh100():
-    # 2 x 13e9 = 26e9 FLOP / (8 x 1,978.9e12 x 0.2 = 3.16624e15 FLOP/s) = 8.2116e-6 s/token
+    # 2 x (13e9 - 2 x 129,280 x 4,096 embedding + LM head = 11,940,938,240) = 23,881,876,480 FLOP
+    # / (8 x 1,978.9e12 x 0.2 = 3.16624e15 FLOP/s) = 7.54266e-6 s/token
     hw = catalog.load_hardware("h100-sxm")
     s = prefill_s_per_token(catalog.load_model("deepseek-v4-flash"), 8, hw.peak_flops("fp8"), 0.2)
-    assert s == pytest.approx(8.2116e-6, rel=1e-4)
+    assert s == pytest.approx(7.54266e-6, rel=1e-5)
 
 
 def test_breakeven_bandwidth_llama_70b():
-    # prefill 2 x 70.6e9 / 3.16624e15 = 4.45955e-5 s/token; KV 327,680 B/token
-    # break-even = 327,680 / 4.45955e-5 = 7.348e9 B/s: PCIe Gen5 (55.5 GB/s) loads faster than recompute
+    # prefill 2 x (70,553,706,496 - 2 x 128,256 x 8,192 = 68,452,360,192) / 3.16624e15 = 4.32389e-5 s/token;
+    # KV 327,680 B/token; break-even = 327,680 / 4.32389e-5 = 7.5784e9 B/s: PCIe Gen5 (55.5 GB/s) loads faster
     s = prefill_s_per_token(catalog.load_model("llama-3-70b"), 8, 1978.9e12, 0.2)
-    assert breakeven_bandwidth_bytes_per_s(327_680, s) == pytest.approx(7.348e9, rel=1e-3)
+    assert breakeven_bandwidth_bytes_per_s(327_680, s) == pytest.approx(7.5784e9, rel=1e-4)
 
 
 def test_payloads_v4_flash_4k():

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
-from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
-                                      OutputOpt,
-                                      PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt,
+from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt, OutputOpt,
+                                      PdLinkOpt, PdOverlapOpt, PriceOpt, TtftOpt, RequestsOpt, ScenarioOpt, SharedOpt,
                                       SkipBadOpt, TraceBlockOpt, TraceCapacityOpt, TraceOpt, WarmOpt, WorkloadOpt)
 
 
 def compare(
-    scenario: ScenarioOpt = "article", model: ModelOpt = None, hardware: HardwareOpt = None, gpus: GpusOpt = None,
+    scenario: ScenarioOpt = None, model: ModelOpt = None, hardware: HardwareOpt = None, gpus: GpusOpt = None,
     workload: WorkloadOpt = None, price_per_gpu_hour: PriceOpt = None, mfu_prefill: MfuOpt = None,
-    decode_tokens_per_s: DecodeOpt = None, warm: WarmOpt = None, attention_flops: AttnOpt = None,
+    decode_tokens_per_s: DecodeOpt = None, warm: WarmOpt = None, attention_flops: AttnOpt = None, ttft_model: TtftOpt = None,
     pd_link: PdLinkOpt = None, pd_overlap_us: PdOverlapOpt = None, requests: RequestsOpt = None, context: ContextOpt = None, output_tokens: OutputOpt = None,
     shared_prefix: SharedOpt = None, trace: TraceOpt = None, capacity: TraceCapacityOpt = None,
     block_tokens: TraceBlockOpt = None, skip_bad: SkipBadOpt = False, kv_dtype: KvDtypeOpt = None,
@@ -48,8 +47,8 @@ def compare(
     o = overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, price=price_per_gpu_hour,
                   mfu=mfu_prefill, decode=decode_tokens_per_s, warm=warm, attention=attention_flops,
                   requests=requests, context=context, output=output_tokens, shared=shared_prefix,
-                  pd_link=pd_link, pd_overlap_us=pd_overlap_us,
-                  kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp), engine=engine)
+                  pd_link=pd_link, pd_overlap_us=pd_overlap_us, ttft_model=ttft_model, engine=engine,
+                  kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp))
     if traced is None:
         emit(compare_result(resolve(scenario, o)), fmt, check, explain)
         return

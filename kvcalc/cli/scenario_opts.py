@@ -7,8 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 P = "Scenario overrides"
-ScenarioOpt = Annotated[str, typer.Option("--scenario", "-s", help="scenario preset or TOML path "
-                                          "(article = the article's own assumptions)")]
+ScenarioOpt = Annotated[Optional[str], typer.Option("--scenario", "-s", help="scenario preset or TOML path "
+                                                    "(article = the article's own assumptions; default: article, or "
+                                                    "a scenario derived from the hardware with --model/--hardware)",
+                                                    show_default=False)]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="model preset or TOML path", rich_help_panel=P)]
 HardwareOpt = Annotated[Optional[str], typer.Option("--hardware", help="hardware preset or TOML path", rich_help_panel=P)]
 GpusOpt = Annotated[Optional[int], typer.Option("--gpus", help="GPUs in the node", rich_help_panel=P)]
@@ -19,6 +21,7 @@ DecodeOpt = Annotated[Optional[float], typer.Option("--decode-tokens-per-s", hel
 WarmOpt = Annotated[Optional[bool], typer.Option("--warm/--cold", help="shared segments already cached (warm) or not", show_default=False, rich_help_panel=P)]
 PdLinkOpt = Annotated[Optional[str], typer.Option("--pd-link", help="prefill -> decode link preset or TOML path: disaggregated serving, shows the KV hand-off", rich_help_panel=P)]
 PdOverlapOpt = Annotated[Optional[float], typer.Option("--pd-overlap-us", help="window a speculative prefetch hides the hand-off behind [us] (default: one decode step)", rich_help_panel=P)]
+TtftOpt = Annotated[Optional[str], typer.Option("--ttft-model", help="processor-sharing | fcfs | even-split (the article's): how requests arriving together share prefill compute", show_default=False, rich_help_panel=P)]
 AttnOpt = Annotated[Optional[bool], typer.Option("--attention-flops/--no-attention-flops", help="count attention FLOPs in prefill", show_default=False, rich_help_panel=P)]
 EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="KV budget: ideal (HBM x utilisation minus weights) | vllm | "
                      "sglang (the engine's KV pool, inputs estimated; see kvcalc capacity --engine)", rich_help_panel=P)]
@@ -36,18 +39,21 @@ SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="skip and count bad
 
 def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None, mfu=None, decode=None, warm=None,
               attention=None, requests=None, context=None, output=None, shared=None, pd_link=None,
-              pd_overlap_us=None, kv_options=None, engine=None):
+              pd_overlap_us=None, kv_options=None, ttft_model=None, engine=None):
     """Validate the flags -> scenario.Overrides (InputError naming the flag)."""
     from kvcalc.model.attention import KvOptions
     from kvcalc.out.errors import InputError
     from kvcalc.out.units import MAX_GPUS, MAX_REQUESTS, check_positive, parse_fraction, parse_tokens, us_to_s
     from kvcalc.serve.scenario import Overrides
+    from kvcalc.serve.ttft import TTFT_MODELS
     from kvcalc.serve.workload import inline_workload, parse_shared_prefix
 
     for flag, v, limit in (("--gpus", gpus, MAX_GPUS), ("--price-per-gpu-hour", price, None),
                            ("--decode-tokens-per-s", decode, None)):
         if v is not None:
             check_positive(v, flag, limit=limit)
+    if ttft_model is not None and ttft_model not in TTFT_MODELS:
+        raise InputError(f"--ttft-model: {ttft_model!r} is not one of {', '.join(TTFT_MODELS)}")
     if pd_overlap_us is not None:
         check_positive(pd_overlap_us, "--pd-overlap-us", allow_zero=True)
     if engine is not None:
@@ -71,7 +77,8 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
                      usd_per_gpu_hour=price, mfu_prefill=parse_fraction(mfu, "--mfu-prefill") if mfu else None,
                      decode_tokens_per_s=decode, warm=warm, attention_flops=attention,
                      kv_options=kv_options or KvOptions(), pd_link=pd_link,
-                     pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None, engine=engine)
+                     pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None,
+                     ttft_model=ttft_model, engine=engine)
 
 
 def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm):

@@ -21,7 +21,7 @@ def transfer(
     overlap_us: Annotated[float, typer.Option("--overlap-us", help="window a speculative prefetch hides behind [us] (exposed = max(0, time - overlap))")] = 0.0,
     hardware: Annotated[str, typer.Option("--hardware", help="hardware preset or TOML path (prefill time, host link)")] = "h100-sxm",
     gpus: Annotated[int, typer.Option("--gpus", help="GPUs doing the prefill")] = 8,
-    mfu: Annotated[str, typer.Option("--mfu", help="prefill share of FP8 dense peak, e.g. 0.2 or 20% (end to end: ~15-24%)")] = "0.2",
+    mfu: Annotated[str, typer.Option("--mfu", help="prefill share of the dense peak for the model's weight dtype, e.g. 0.2 or 20% (end to end: ~15-24%)")] = "0.2",
     tiers: Annotated[bool, typer.Option("--tiers", help="add the DRAM/SSD tier table: prefix-cache hit load vs recompute")] = False,
     dram: Annotated[str, typer.Option("--dram", help="host DRAM per node for --tiers, e.g. 1TB or 1TiB")] = "1TB",
     ssd: Annotated[str, typer.Option("--ssd", help="SSD per node for --tiers")] = "8TB",

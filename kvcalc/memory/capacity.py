@@ -7,7 +7,9 @@ With ``attention="dp"`` (data-parallel attention) each GPU holds whole requests 
 
 per-GPU budget = HBM x utilisation - weights / gpus - reserve
 requests that fit = floor(per-GPU budget / per-GPU KV per request) (x gpus with dp attention)
-block bytes = the paged block as blocks.py computes it (padded to the kernel's page alignment); page-in = latency + block bytes / bandwidth.
+block bytes = the paged block as blocks.py computes it (padded to the kernel's page alignment).
+page-in = latency + block bytes per GPU / bandwidth: under tensor parallelism each GPU loads its own share of the
+block (its KV heads; a replicated latent loads whole) over its own host link, all GPUs in parallel.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from kvcalc.memory.blocks import block_bytes as paged_block_bytes
+from kvcalc.memory.blocks import group_block_bytes
 from kvcalc.model import attention as att
 from kvcalc.model.kv import request_bytes
 from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
@@ -58,10 +61,18 @@ def _where(cond, a, b):
     return np.where(cond, a, b)
 
 
+def per_gpu_block_bytes(groups: list[att.GroupLayout], block_tokens: int, align: int | None, tp) -> float:
+    """The share of one paged block a tensor-parallel rank holds and pages in [B] (tp may be a numpy array):
+    sum over groups of ceil(kv_heads / tp) / kv_heads (1 for a replicated latent) x the group's block bytes."""
+    return sum(att.per_gpu_share(g, tp) * group_block_bytes(g, block_tokens, align) for g in groups)
+
+
 def capacity_arrays(groups: list[att.GroupLayout], weight_bytes: float, hbm_bytes: float, tokens, gpus,
-                    hbm_utilization, reserve_bytes_per_gpu, attention: str = "tp") -> dict:
+                    hbm_utilization, reserve_bytes_per_gpu, attention: str = "tp", block: tuple | None = None) -> dict:
     """The capacity figures that depend on context, GPUs, utilisation and reserve, for scalars or numpy arrays
-    (broadcast together; a sweep passes whole grids, ``capacity_row`` the one-point case) [B, counts]."""
+    (broadcast together; a sweep passes whole grids, ``capacity_row`` the one-point case) [B, counts].
+    ``block`` = (block tokens, page alignment [B], link latency [s], link bandwidth [B/s]) adds each GPU's share
+    of a block and its page-in time, which depend on the GPU count."""
     kv_request = request_bytes(groups, tokens)
     dp = attention == "dp"
     kv_request_gpu = per_gpu_request_bytes(groups, tokens, 1 if dp else gpus)
@@ -72,7 +83,13 @@ def capacity_arrays(groups: list[att.GroupLayout], weight_bytes: float, hbm_byte
     else:
         per_fit = _floor(budget_gpu / kv_request_gpu)
     budget_gpu_kept = _where(fits, budget_gpu, 0.0)
-    return {
+    paging = {}
+    if block is not None:
+        block_tokens, align, latency_s, bandwidth = block
+        block_gpu = per_gpu_block_bytes(groups, block_tokens, align, 1 if dp else gpus)
+        paging = {"block_bytes_per_gpu": block_gpu,
+                  "block_page_in_s": transfer_time_s(block_gpu, latency_s, bandwidth)}
+    return paging | {
         "gpus": gpus, "context_tokens": tokens, "hbm_utilization": hbm_utilization,
         "weight_bytes_per_gpu": weight_bytes / gpus, "weights_fit": fits,
         "kv_budget_bytes": budget_gpu_kept * gpus, "kv_budget_bytes_per_gpu": budget_gpu_kept,
@@ -91,14 +108,13 @@ def capacity_static(name: str, model: ModelPreset, groups: list[att.GroupLayout]
         "weight_bytes": model.weight_bytes, "block_tokens": inp.block_tokens, "block_bytes": block_bytes,
         "block_valid": inp.block_tokens % model.block_tokens_multiple == 0,
         "link": link_name, "link_bandwidth_bytes_per_s": bw, "link_latency_s": link.latency_s,
-        "block_page_in_s": transfer_time_s(block_bytes, link.latency_s, bw),
     }
 
 
 ROW_KEYS = ("model", "hardware", "gpus", "context_tokens", "attention", "hbm_bytes_per_gpu", "hbm_utilization",
             "weight_bytes", "weight_bytes_per_gpu", "weights_fit", "kv_budget_bytes", "kv_budget_bytes_per_gpu",
             "kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_per_request_per_gpu", "max_requests",
-            "block_tokens", "block_bytes", "block_valid", "link", "link_bandwidth_bytes_per_s", "link_latency_s",
+            "block_tokens", "block_bytes", "block_bytes_per_gpu", "block_valid", "link", "link_bandwidth_bytes_per_s", "link_latency_s",
             "block_page_in_s")
 
 
@@ -108,8 +124,13 @@ def capacity_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset
     groups = att.resolve_groups(model, opts)
     parts = capacity_static(name, model, groups, hw_name, hw, link_name, link, inp) | capacity_arrays(
         groups, model.weight_bytes, hw.hbm_bytes, inp.context_tokens, inp.gpus, inp.hbm_utilization,
-        inp.reserve_bytes_per_gpu, inp.attention)
+        inp.reserve_bytes_per_gpu, inp.attention, block=page_in_block(model, link, inp))
     return {k: parts[k] for k in ROW_KEYS}
+
+
+def page_in_block(model: ModelPreset, link: LinkPreset, inp: CapacityInputs) -> tuple:
+    """The ``block`` argument of capacity_arrays: (block tokens, page alignment, latency [s], bandwidth [B/s])."""
+    return inp.block_tokens, model.page_align_bytes, link.latency_s, link.bandwidth_bytes_per_s(inp.bandwidth)
 
 
 CAPACITY_COLUMNS = (
@@ -139,7 +160,7 @@ def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, li
     notes = [f"{inp.gpus} x {hw.display_name}, {fmt_bytes(hw.hbm_bytes)} HBM each (GB = 1e9 B), "
              f"{fmt_percent(inp.hbm_utilization)} usable; weights spread evenly over the GPUs; {place}.",
              f"{inp.block_tokens}-token blocks paged in over {link.display_name} ({inp.bandwidth} bandwidth): "
-             "latency + bytes / bandwidth."]
+             "latency + bytes / bandwidth, each GPU loading its own share of the block over its own link."]
     lines = []
     usable, reserve = hw.hbm_bytes * inp.hbm_utilization, inp.reserve_bytes_per_gpu
     if reserve >= usable:
@@ -167,7 +188,8 @@ def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, li
             f"requests = floor({fmt_bytes(r['kv_budget_bytes_per_gpu'])} / "
             f"{fmt_bytes(r['kv_bytes_per_request_per_gpu'])} per GPU per request)"
             + (f" x {inp.gpus}" if inp.attention == "dp" else "") + f" = {fmt_count(r['max_requests'])}")
-        lines.append("  " + explain.transfer_line(f"page-in of {inp.block_tokens}-token block", r["block_bytes"],
+        lines.append("  " + explain.transfer_line(f"page-in of {inp.block_tokens}-token block (one GPU's share)",
+                                                  r["block_bytes_per_gpu"],
                                                   r["link_latency_s"], r["link_bandwidth_bytes_per_s"],
                                                   r["block_page_in_s"]))
     main = Table("capacity", f"Requests that fit at {inp.context_tokens:,} tokens each; "

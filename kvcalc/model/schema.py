@@ -261,6 +261,11 @@ class ModelPreset:
             raise ValueError("params_active_b is larger than params_total_b")
         if self.params_total_b > 1e5:
             raise ValueError("params_total_b is absurd (> 100,000 billion)")
+        if self.vocab_size and self.hidden_size:
+            matrices = (1 if self.tie_word_embeddings else 2) * self.vocab_size * self.hidden_size
+            if matrices >= units.billions_to_count(self.params_active_b):
+                raise ValueError(f"vocab_size x hidden_size: the input embedding and LM head ({matrices:,} params) "
+                                 "leave nothing of params_active_b for the layers")
 
     @property
     def params_total(self) -> float:

@@ -104,6 +104,8 @@ class ScenarioPreset:
     """link preset from prefill to decode nodes (disaggregated serving); absent = prefill and decode share GPUs"""
     pd_overlap_us: Optional[NonNegFloat] = None
     """window a speculative prefetch hides the hand-off behind [us]; absent = one decode step"""
+    ttft_model: Literal["processor-sharing", "fcfs", "even-split"] = "processor-sharing"
+    """how concurrent requests arriving together share the node's prefill compute (even-split = the article's)"""
 
 
 PRESET_KINDS = {"workloads": WorkloadPreset, "scenarios": ScenarioPreset}

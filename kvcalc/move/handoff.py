@@ -1,7 +1,7 @@
 """Prefill/decode disaggregation: the KV a prefill node hands to a decode node, and speculative prefetch.
 
-Handed-off KV per strategy = every request's KV (entries + fixed state) minus the reused prefix tokens' paged KV,
-which a prefix-tree deployment keeps on the decode side. Each request's KV moves as one coalesced copy:
+Handed-off KV per strategy = every request's KV (entries + fixed state) minus what its reused prefix provides,
+counted layer group by layer group (kvcalc.serve.sharing), which a prefix-tree deployment keeps on the decode side. Each request's KV moves as one coalesced copy:
 time = latency + bytes / bandwidth. Speculative prefetch (the article's strategy D) starts the copy early and
 hides it behind an overlap window (default: one decode step, 1 / decode tokens per second); what remains is
 exposed = max(0, transfer - overlap).

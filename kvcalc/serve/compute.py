@@ -1,7 +1,11 @@
 """Prefill FLOPs, prefill time and decode speed, in closed form.
 
-Prefill of u uncached tokens after c cached ones:
-  matmul term    = 2 x active_params x u  (the article's "2 x 13 B = 26 GFLOP per token")
+Prefill of u uncached tokens after c cached ones, as engines spend it:
+  matmul term    = 2 x (active_params - input embedding - LM head) x u + 2 x LM head once per request
+                   (the embedding is a table lookup, not a matmul; only the last token's logits are computed);
+                   embedding = LM head = vocab x hidden, one matrix when tied (counted once in params_total).
+                   A preset without vocab_size/hidden_size (the article's) keeps 2 x active_params x u
+                   ("2 x 13 B = 26 GFLOP per token").
   attention term = sum over layer groups of 2 x layers x q_heads x (d_qk + d_v) x sum_{t=c+1}^{c+u} attended(t)
 where attended(t) is what position t attends: t (full, MLA), min(t, W) (sliding), ((t - 1) mod C) + 1
 (chunked), min(t, top_k) (DSA), min(t, W) + min(floor(t/4), top_k) (CSA), min(t, W) + floor(t/128) (HCA);
@@ -92,9 +96,26 @@ def attention_flops(model: ModelPreset, groups: list[att.GroupLayout], cached: i
     return float(total)
 
 
-def matmul_flops(model: ModelPreset, tokens: float) -> float:
-    """2 x active parameters x tokens [FLOP]."""
-    return 2.0 * model.params_active * tokens
+def embedding_params(model: ModelPreset) -> tuple[int, int]:
+    """(input embedding, LM head) parameters that ``params_total`` counts [count]: vocab x hidden each, the
+    embedding 0 when tied (one matrix, counted once, serving as the LM head); (0, 0) when the preset does not
+    give vocab_size and hidden_size."""
+    if not (model.vocab_size and model.hidden_size):
+        return 0, 0
+    matrix = model.vocab_size * model.hidden_size
+    return (0 if model.tie_word_embeddings else matrix), matrix
+
+
+def per_token_matmul_params(model: ModelPreset) -> float:
+    """Parameters every prefilled token multiplies: active minus input embedding and LM head [count]."""
+    return model.params_active - sum(embedding_params(model))
+
+
+def matmul_flops(model: ModelPreset, tokens: float, requests: float = 1) -> float:
+    """2 x per-token matmul parameters x tokens + 2 x LM head x requests (the last token's logits) [FLOP];
+    nothing for a request with no token to prefill."""
+    head = embedding_params(model)[1]
+    return 2.0 * per_token_matmul_params(model) * tokens + (2.0 * head * requests if tokens > 0 else 0.0)
 
 
 def prefill_flops(model: ModelPreset, groups: list[att.GroupLayout], cached: int, uncached: int,
@@ -107,8 +128,17 @@ def prefill_flops(model: ModelPreset, groups: list[att.GroupLayout], cached: int
 
 
 def prefill_s_per_token(model: ModelPreset, gpus: int, peak_flops_per_gpu: float, mfu: float) -> float:
-    """Matmul-only prefill time per token: 2 x active params / (gpus x peak x MFU) [s/token]."""
-    return compute_time_s(matmul_flops(model, 1), gpus, peak_flops_per_gpu, mfu)
+    """Matmul-only prefill time per extra token of a long prefill: 2 x (active params - embedding - LM head)
+    / (gpus x peak x MFU) [s/token] (the LM head runs once per request, not per token)."""
+    return compute_time_s(2.0 * per_token_matmul_params(model), gpus, peak_flops_per_gpu, mfu)
+
+
+def compute_dtype(weight_bytes_per_param: float) -> str:
+    """The dtype a model computes in, read from its weights: >= 2 B/param bf16, >= 1 fp8, else fp4; its dense
+    peak (HardwarePreset.peak_flops) is what a derived scenario and ``transfer`` divide prefill FLOPs by."""
+    if weight_bytes_per_param >= 2:
+        return "bf16"
+    return "fp8" if weight_bytes_per_param >= 1 else "fp4"
 
 
 def compute_time_s(flops: float, gpus: int, peak_flops_per_gpu: float, mfu: float) -> float:

@@ -1,7 +1,10 @@
 """One strategy on one scenario: prefill tokens and FLOPs, TTFT, KV held, decode speed, GPU time and $/M tokens.
 
-TTFT assumption (the article's): the node's aggregate compute is split evenly over the concurrent requests,
-so a request's TTFT = its prefill FLOPs / (gpus x peak x MFU / requests).
+TTFT: the concurrent requests all arrive together; by default the node is processor-shared among the requests
+still prefilling, so no request waits longer than the batch takes (FCFS and the article's even split are
+options; :mod:`kvcalc.serve.ttft`).
+KV held: every request's KV minus what its cached prefix provides, layer group by layer group, plus the prefix
+cache's own copy where it is held beside the requests (:mod:`kvcalc.serve.sharing`).
 Decode: every request decodes at ``decode_tokens_per_s`` (given) or at the roofline step rate
 max(FLOPs / (gpus x peak x MFU_decode), bytes read / (gpus x HBM bandwidth x utilisation)) for the whole batch.
 Cost: node $/s x time; $ per M input tokens = prefill $ / input tokens; per M output = decode $ / output tokens.
@@ -22,7 +25,8 @@ from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
 from kvcalc.model.workload_schema import WorkloadPreset
 from kvcalc.move.links import breakeven_bandwidth_bytes_per_s
 from kvcalc.out.units import SECONDS_PER_HOUR, usd_per_hour_to_usd_per_s, usd_per_million
-from kvcalc.serve import compute, strategies
+from kvcalc.serve import compute, sharing, strategies
+from kvcalc.serve.ttft import TTFT_MODELS, ttft_by_slice
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class CostInputs:
     pd_overlap_s: Optional[float] = None
     workload_title: Optional[str] = None  # replaces workload.display_name (e.g. a replayed trace's)
     engine: str = "ideal"                 # KV budget: ideal, or what vLLM/SGLang allocate (memory/engine_*.py)
+    ttft_model: str = "processor-sharing"  # processor-sharing | fcfs | even-split (serve/ttft.py)
+    scenario_name: str = ""               # the scenario the assumptions come from (named in the assumptions)
 
 
 def kv_budget_bytes_per_gpu(inp: CostInputs, groups) -> float:
@@ -94,16 +100,22 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
     flops = sum(f * s.count for f, s in zip(flops_each, sl))
     node_flops_per_s = inp.gpus * inp.peak_flops_per_gpu * inp.mfu_prefill
     prefill_s = flops / node_flops_per_s
-    per_request_share = node_flops_per_s / n          # the article's even split of compute
+    rank = {label: i for i, label in enumerate(mix.labels)}
+    order = sorted(range(len(sl)), key=lambda k: (rank[sl[k].label], sl[k].cached_tokens))
+    ttfts = ttft_by_slice(flops_each, [s.count for s in sl], order, node_flops_per_s, inp.ttft_model)
     ttft_sum = {label: 0.0 for label in mix.labels}
     ttft_n = {label: 0 for label in mix.labels}
-    for f, s in zip(flops_each, sl):
-        ttft_sum[s.label] += s.count * f / per_request_share
+    for (t_sum, _), s in zip(ttfts, sl):
+        ttft_sum[s.label] += t_sum
         ttft_n[s.label] += s.count
 
     paged = sum(paged_bytes_per_token(g) for g in groups)
     kv_all = sum(s.count * request_bytes(groups, s.context_tokens) for s in sl)
-    kv_stored = kv_all - reused * paged + mix.extra_cache_tokens * paged
+    saved = sum(s.count * sharing.shared_bytes(groups, s.context_tokens, s.cached_tokens) for s in sl)
+    prefix_bytes = (sharing.segment_bytes(groups, mix.segments) if mix.segments
+                    else mix.prefix_cache_tokens * paged)
+    extra_bytes = prefix_bytes * mix.extra_cache_tokens / mix.prefix_cache_tokens if mix.prefix_cache_tokens else 0.0
+    kv_stored = kv_all - saved + extra_bytes
     share = sum(s.count * per_gpu_request_bytes(groups, s.context_tokens, inp.gpus) for s in sl) / kv_all
     budget_gpu = kv_budget_bytes_per_gpu(inp, groups)
     kv_gpu = kv_stored * share
@@ -119,8 +131,8 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
         "prefill_tokens": input_tokens - reused, "reused_tokens": reused, "hit_rate": reused / input_tokens,
         "prefill_flops": flops, "prefill_time_s": prefill_s,
         "ttft_mean_s": sum(ttft_sum.values()) / n,
-        "ttft_max_s": max(f / per_request_share for f in flops_each),
-        "kv_stored_bytes": kv_stored, "prefix_cache_bytes": mix.prefix_cache_tokens * paged,
+        "ttft_max_s": max(t_max for _, t_max in ttfts),
+        "kv_stored_bytes": kv_stored, "prefix_cache_bytes": prefix_bytes,
         "kv_stored_bytes_per_gpu": kv_gpu, "kv_budget_bytes_per_gpu": budget_gpu,
         "kv_spill_bytes_per_gpu": max(0.0, kv_gpu - budget_gpu), "kv_fits": kv_gpu <= budget_gpu,
         "decode_tokens_per_s": tps, "decode_tokens_per_s_roofline": roof,
@@ -131,7 +143,7 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
         "usd_per_mtok_output": usd_per_million(decode_usd, output_tokens) if output_tokens else None,
         "usd_per_mtok_blended": usd_per_million(prefill_usd + decode_usd, input_tokens + output_tokens),
         "breakeven_bandwidth_bytes_per_s": breakeven_bandwidth_bytes_per_s(paged, per_token_s),
-        "kv_handoff_bytes": kv_all - reused * paged,
+        "kv_handoff_bytes": kv_all - saved,
     }
     if inp.pd_link is not None:
         from kvcalc.move.handoff import handoff_fields
@@ -159,6 +171,8 @@ def assumptions(inp: CostInputs) -> list[dict]:
     """Every assumption of the scenario with its value (raw) and where it came from."""
     s = inp.sources
     return [
+        {"assumption": "scenario", "value": inp.scenario_name or "given inputs",
+         "source": s.get("scenario", "the scenario preset's assumptions, with the command line's overrides")},
         {"assumption": "model", "value": inp.model_name, "source": inp.model.source},
         {"assumption": "hardware", "value": f"{inp.gpus} x {inp.hardware_name}", "source": inp.hardware.source},
         {"assumption": "workload", "value": inp.workload_name, "source": s.get("workload", inp.workload.source)},
@@ -174,8 +188,8 @@ def assumptions(inp: CostInputs) -> list[dict]:
          "source": s.get("prefix_cache", "cold: each shared segment prefilled once per group; warm: never")},
         {"assumption": "pd_link", "value": inp.pd_link_name or "none (colocated)",
          "source": s.get("pd", "prefill and decode share the GPUs: no KV hand-off")},
-        {"assumption": "ttft", "value": "even split",
-         "source": "the article's: aggregate compute split evenly over the concurrent requests"},
+        {"assumption": "ttft", "value": inp.ttft_model,
+         "source": s.get("ttft", TTFT_MODELS.get(inp.ttft_model, ""))},
     ]
 
 
@@ -219,8 +233,15 @@ def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
     if inp.engine != "ideal":
         notes.append(f"KV budget = the {inp.engine} KV pool with its inputs estimated from the presets "
                      "(kvcalc capacity --engine walks it term by term)")
-    if inp.model.as_stated_kv_bytes_per_token is not None:
+    m = inp.model
+    if m.as_stated_kv_bytes_per_token is not None:
         notes.append("the model is an as-stated flat figure: no attention FLOPs, no roofline decode")
+    elif inp.attention_flops and not (m.q_heads and m.qk_head_dim and m.v_head_dim):
+        notes.append(f"{inp.model_name}: no q_heads/qk_head_dim/v_head_dim in the model file: attention FLOPs "
+                     "are left out of prefill")
+    if not compute.embedding_params(m)[1] and m.as_stated_kv_bytes_per_token is None:
+        notes.append(f"{inp.model_name}: no vocab_size/hidden_size in the model file: prefill counts every active "
+                     "parameter per token (the input embedding and LM head are not separated)")
     return notes
 
 
@@ -228,13 +249,16 @@ def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
     from kvcalc.out.units import fmt_count, fmt_flops, fmt_rate, fmt_seconds, fmt_usd
 
     node = inp.gpus * inp.peak_flops_per_gpu * inp.mfu_prefill
+    head = compute.embedding_params(inp.model)[1]
     out = [f"node compute = {inp.gpus} x {fmt_rate(inp.peak_flops_per_gpu, 'FLOP/s')} x MFU {inp.mfu_prefill:g} "
            f"= {fmt_rate(node, 'FLOP/s')}"]
     for r in rows:
         out += [
             f"{r['strategy']}: prefill tokens = {fmt_count(r['input_tokens'])} - {fmt_count(r['reused_tokens'])} "
             f"reused = {fmt_count(r['prefill_tokens'])}",
-            f"  prefill FLOPs = 2 x {fmt_count(inp.model.params_active)} x {fmt_count(r['prefill_tokens'])}"
+            f"  prefill FLOPs = 2 x {fmt_count(compute.per_token_matmul_params(inp.model))} x "
+            f"{fmt_count(r['prefill_tokens'])}"
+            + (f" + 2 x {fmt_count(head)} LM head x {fmt_count(r['requests'])} requests" if head else "")
             + (" + attention" if inp.attention_flops else "") + f" = {fmt_flops(r['prefill_flops'])}; "
             f"time = {fmt_flops(r['prefill_flops'])} / {fmt_rate(node, 'FLOP/s')} = {fmt_seconds(r['prefill_time_s'])}",
             f"  decode = {fmt_rate(r['decode_tokens_per_s'], 'tok/s')} x {fmt_count(r['requests'])} requests = "
@@ -262,15 +286,15 @@ def cost_result(inp: CostInputs, strategy: str):
     main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}",
                  tuple(Column(*c) for c in COST_COLUMNS), (row,))
     return Result("cost", _inputs_echo(inp) | {"strategy": strategy}, main,
-                  (_class_table(classes), *_pd_tables(inp, [row]), _assumption_table(inp)),
+                  (_class_table(classes, inp.ttft_model), *_pd_tables(inp, [row]), _assumption_table(inp)),
                   tuple(_explain(inp, [row])),
                   tuple(_notes(inp, [row])))
 
 
-def _class_table(rows: list[dict]):
+def _class_table(rows: list[dict], ttft_model: str):
     from kvcalc.out.results import Column, Table
 
-    return Table("classes", "TTFT per request class (compute split evenly over concurrent requests)",
+    return Table("classes", f"TTFT per request class ({ttft_model})",
                  (Column("strategy", "strategy", "text"), Column("class", "class", "text"),
                   Column("requests", "requests", "int"), Column("ttft_mean_s", "TTFT mean", "s")), tuple(rows))
 
@@ -302,5 +326,5 @@ def compare_result(inp: CostInputs, mixes: dict | None = None):
                                       Column("delta", "C - A", "auto"),
                                       Column("relative", "relative", "percent")), tuple(delta_rows(a, c)))
     return Result("compare", _inputs_echo(inp), main,
-                  (deltas, _class_table(ca + cc), *_pd_tables(inp, [a, c]), _assumption_table(inp)),
+                  (deltas, _class_table(ca + cc, inp.ttft_model), *_pd_tables(inp, [a, c]), _assumption_table(inp)),
                   tuple(_explain(inp, [a, c])), tuple(_notes(inp, [a, c])))

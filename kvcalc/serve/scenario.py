@@ -1,4 +1,11 @@
-"""Resolve a scenario preset plus command-line overrides into CostInputs (loading every preset it names)."""
+"""Resolve a scenario preset plus command-line overrides into CostInputs (loading every preset it names).
+
+No scenario named: with neither --model nor --hardware, the article's case (``article``); with either, a
+*derived* scenario, so a user's model is not costed with the article's MFU 1 and 2,000 TFLOP/s: attention FLOPs
+on, the hardware's datasheet dense peak for the model's compute dtype (BF16 for a 2-byte model, FP8 for 1 byte,
+FP4 below), the hardware preset's price, and the measured prefill MFU, decode rate and utilisations of
+``v4-flash-8xh100`` (``DERIVED_BASE``), whose workload and GPU count it also keeps unless overridden.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,9 @@ from typing import Optional
 from kvcalc.model import catalog
 from kvcalc.model.attention import KvOptions
 from kvcalc.out import units
+from kvcalc.serve.compute import compute_dtype
 from kvcalc.serve.cost import CostInputs
+from kvcalc.serve.ttft import TTFT_MODELS
 
 
 @dataclass(frozen=True)
@@ -29,12 +38,20 @@ class Overrides:
     pd_link: Optional[str] = None
     pd_overlap_s: Optional[float] = None
     engine: Optional[str] = None   # ideal | vllm | sglang: the KV budget
+    ttft_model: Optional[str] = None
 
 
-def resolve(scenario_ref: str, o: Overrides = Overrides()) -> CostInputs:
-    """Load the scenario and what it names, apply overrides -> CostInputs (InputError on anything bad)."""
-    sc = catalog.load("scenarios", scenario_ref)
+DERIVED_BASE = "v4-flash-8xh100"
+
+
+def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInputs:
+    """Load the scenario and what it names, apply overrides -> CostInputs (InputError on anything bad).
+    ``scenario_ref`` None: the article's case, or a derived scenario when --model or --hardware is given."""
+    derived = scenario_ref is None and (o.model is not None or o.hardware is not None)
+    name = DERIVED_BASE if derived else (scenario_ref or "article")
+    sc = catalog.load("scenarios", name)
     model_ref = o.model or sc.model
+    model = catalog.load_model(model_ref)
     hw_ref = o.hardware or sc.hardware
     hw = catalog.load_hardware(hw_ref)
     if o.inline_workload is not None:
@@ -42,12 +59,14 @@ def resolve(scenario_ref: str, o: Overrides = Overrides()) -> CostInputs:
     else:
         w_ref = o.workload or sc.workload
         w_name, w = catalog.name_of(w_ref), catalog.load("workloads", w_ref)
-    same_hw = hw_ref == sc.hardware
+    same_hw = hw_ref == sc.hardware and not derived
     pd_ref = o.pd_link or sc.pd_link
+    dtype = compute_dtype(model.weight_bytes_per_param) if derived else sc.compute_dtype
     if sc.peak_tflops_per_gpu is not None and same_hw:
         peak, peak_src = units.tflops_to_flops(sc.peak_tflops_per_gpu), sc.peak_source or sc.source
     else:
-        peak, peak_src = hw.peak_flops(sc.compute_dtype), f"{hw.display_name} dense {sc.compute_dtype} datasheet"
+        peak, peak_src = hw.peak_flops(dtype), f"{hw.display_name} dense {dtype} datasheet" + (
+            f" ({model.weight_bytes_per_param:g} B/param weights)" if derived else "")
     if o.usd_per_gpu_hour is not None:
         price, price_src = o.usd_per_gpu_hour, "--price-per-gpu-hour"
     elif sc.usd_per_gpu_hour is not None and same_hw:
@@ -55,11 +74,12 @@ def resolve(scenario_ref: str, o: Overrides = Overrides()) -> CostInputs:
     else:
         price, price_src = hw.usd_per_gpu_hour, hw.usd_per_gpu_hour_source
     return CostInputs(
-        model_name=catalog.name_of(model_ref), model=catalog.load_model(model_ref),
+        model_name=catalog.name_of(model_ref), model=model, scenario_name=f"derived ({name}'s MFU and decode)"
+        if derived else catalog.name_of(name), ttft_model=o.ttft_model or sc.ttft_model,
         hardware_name=catalog.name_of(hw_ref), hardware=hw, gpus=o.gpus or sc.gpus,
         workload_name=w_name, workload=w, usd_per_gpu_hour=price, peak_flops_per_gpu=peak,
         mfu_prefill=o.mfu_prefill if o.mfu_prefill is not None else sc.mfu_prefill,
-        attention_flops=o.attention_flops if o.attention_flops is not None else sc.attention_flops,
+        attention_flops=o.attention_flops if o.attention_flops is not None else (derived or sc.attention_flops),
         decode_tokens_per_s=o.decode_tokens_per_s if o.decode_tokens_per_s is not None else sc.decode_tokens_per_s,
         mfu_decode=sc.mfu_decode, hbm_bandwidth_utilization=sc.hbm_bandwidth_utilization,
         hbm_utilization=sc.hbm_utilization, warm=o.warm if o.warm is not None else sc.warm,
@@ -68,9 +88,13 @@ def resolve(scenario_ref: str, o: Overrides = Overrides()) -> CostInputs:
         pd_overlap_s=o.pd_overlap_s if o.pd_overlap_s is not None else
         (units.us_to_s(sc.pd_overlap_us) if sc.pd_overlap_us is not None else None),
         sources={"peak": peak_src, "price": price_src,
+                 "scenario": ("no --scenario with --model/--hardware: attention FLOPs on, the hardware's dense "
+                              f"{dtype} peak for the model's weights, its own price, {name}'s measured MFU, decode "
+                              "and utilisations" if derived else sc.source),
+                 "ttft": ("--ttft-model: " if o.ttft_model else "") + TTFT_MODELS[o.ttft_model or sc.ttft_model],
                  "mfu": "--mfu-prefill" if o.mfu_prefill is not None else sc.mfu_source,
-                 "pd": ("--pd-link" if o.pd_link else "the scenario") + ": prefill and decode on separate nodes; "
-                       "overlap " + ("given" if (o.pd_overlap_s is not None or sc.pd_overlap_us is not None)
-                                     else "= one decode step"),
                  "decode": "--decode-tokens-per-s" if o.decode_tokens_per_s is not None else
-                 (sc.decode_source or "roofline")})
+                 (sc.decode_source or "roofline")} | ({} if not pd_ref else {
+                     "pd": ("--pd-link" if o.pd_link else "the scenario") + ": prefill and decode on separate nodes; "
+                           "overlap " + ("given" if (o.pd_overlap_s is not None or sc.pd_overlap_us is not None)
+                                         else "= one decode step")}))

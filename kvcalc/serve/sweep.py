@@ -79,8 +79,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "capacity": {"model": "deepseek-v4-flash", "hardware": "h100-sxm", "gpus": 8, "context": 4096,
                  "hbm-utilization": 0.9, "reserve": 0.0, "block-tokens": 16, "attention": "tp",
                  "bandwidth": "measured"},
-    "cost": {"scenario": "article", "strategy": "prefix-tree"},
-    "compare": {"scenario": "article"},
+    "cost": {"scenario": None, "strategy": "prefix-tree"},   # None: article, or derived with --model/--hardware
+    "compare": {"scenario": None},
 }
 # the output field a chart shows when --y is not given
 DEFAULT_Y = {"kv": "kv_bytes_per_request", "capacity": "max_requests", "cost": "usd_per_mtok_blended",
@@ -205,7 +205,7 @@ def kv_point(s: dict, vec: dict) -> dict:
 
 def capacity_point(s: dict, vec: dict) -> dict:
     """The ``kvcalc capacity`` row for settings ``s``; ``vec`` may hold numpy arrays of the vector inputs."""
-    from kvcalc.memory.capacity import ROW_KEYS, CapacityInputs, capacity_arrays, capacity_static
+    from kvcalc.memory.capacity import ROW_KEYS, CapacityInputs, capacity_arrays, capacity_static, page_in_block
     from kvcalc.model import attention as att
     from kvcalc.model import catalog
 
@@ -214,10 +214,11 @@ def capacity_point(s: dict, vec: dict) -> dict:
     inp = CapacityInputs(attention=s["attention"], block_tokens=s["block-tokens"], bandwidth=s["bandwidth"])
     groups = att.resolve_groups(model, kv_options_of(s))
     v = {k: vec.get(k, s[k]) for k in ("context", "gpus", "hbm-utilization", "reserve")}
+    link = catalog.load_link(link_ref)
     parts = capacity_static(catalog.name_of(s["model"]), model, groups, catalog.name_of(s["hardware"]), hw,
-                            catalog.name_of(link_ref), catalog.load_link(link_ref), inp) | capacity_arrays(
+                            catalog.name_of(link_ref), link, inp) | capacity_arrays(
         groups, model.weight_bytes, hw.hbm_bytes, v["context"], v["gpus"], v["hbm-utilization"], v["reserve"],
-        s["attention"])
+        s["attention"], block=page_in_block(model, link, inp))
     return {k: parts[k] for k in ROW_KEYS}
 
 
@@ -343,7 +344,8 @@ def sweep_result(target: str, axes: list[AxisValues], fixed: dict):
     axis_cols = [Column(column_key(a.name), a.name, defs[a.name].column_kind) for a in axes]
     keys = {c.key for c in axis_cols}
     cols = tuple(axis_cols + [Column(*c) for c in _columns_of(target) if c[0] not in keys])
-    shown = {k: _shown(defs[k], v) for k, v in (DEFAULTS[target] | fixed).items() if k not in {a.name for a in axes}}
+    shown = {k: _shown(defs[k], v) for k, v in (DEFAULTS[target] | fixed).items()
+             if k not in {a.name for a in axes} and v is not None}
     inputs = {"target": target, "axes": {a.name: [_shown(defs[a.name], v) for v in
                                                   (a.values.tolist() if a.numeric else a.values)] for a in axes},
               "fixed": shown, "points": math.prod(len(a) for a in axes)}

@@ -4,7 +4,8 @@ load vs recompute.
 
 Payloads: one paged block (its padded bytes, see :mod:`kvcalc.memory.blocks`), one request's KV (every stored
 entry plus the fixed per-request state, unpadded: what must reach the decode node), and a batch of N requests.
-Prefill seconds per token: 2 x active params / (GPUs x FP8 dense peak x MFU) (:mod:`kvcalc.serve.compute`).
+Prefill seconds per token: 2 x (active params - embedding - LM head) / (GPUs x dense peak x MFU), the peak for
+the model's compute dtype (BF16 for 2-byte weights, FP8 for 1-byte; :mod:`kvcalc.serve.compute`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
 from kvcalc.move.links import (Payload, bound, breakeven_bandwidth_bytes_per_s, effective_bandwidth_bytes_per_s,
                                exposed_prefetch_s, latency_share, separate_copies_time_s, transfer_time_s)
-from kvcalc.serve.compute import prefill_s_per_token
+from kvcalc.serve.compute import compute_dtype, per_token_matmul_params, prefill_s_per_token
 
 DEFAULT_LINKS = ("pcie-gen5-x16", "nvlink4", "ib-ndr400", "eth-100g", "eth-10g", "nvme-gen5")
 # End-to-end prefill reaches ~15-24% of FP8 dense peak on big MoE models (DeepSeek production ~15%,
@@ -140,7 +141,9 @@ def transfer_result(model_name: str, model: ModelPreset, links: list[tuple[str, 
     from kvcalc.out.units import fmt_count, fmt_percent, fmt_rate, fmt_seconds
 
     opts = opts or att.KvOptions()
-    per_token = prefill_s_per_token(model, inp.gpus, hw.peak_flops("fp8"), inp.mfu)
+    dtype = compute_dtype(model.weight_bytes_per_param)
+    peak = hw.peak_flops(dtype)
+    per_token = prefill_s_per_token(model, inp.gpus, peak, inp.mfu)
     pls = payloads(model, inp, opts)
     valid = inp.block_tokens % model.block_tokens_multiple == 0
     rows = [transfer_row(model_name, p, ln, lk, inp, per_token) | {"block_valid": valid}
@@ -152,9 +155,10 @@ def transfer_result(model_name: str, model: ModelPreset, links: list[tuple[str, 
         f"payloads: one {inp.block_tokens}-token block (padded as the kernel pages it), one {inp.context_tokens:,}-"
         f"token request's KV (stored entries + fixed state, unpadded), a batch of {inp.requests:,} requests; "
         "as separate copies = one copy per block, each paying the latency.",
-        f"prefill = tokens x 2 x {fmt_count(model.params_active_b)} billion active params / ({inp.gpus} x "
-        f"{fmt_rate(hw.peak_flops('fp8'), 'FLOP/s')} FP8 dense x MFU {inp.mfu:g}) = {fmt_seconds(per_token)} "
-        "per token (matmuls only; the 0.2 default: end-to-end prefill of big MoE models runs at ~15-24% of FP8 "
+        f"prefill = tokens x 2 x {fmt_count(per_token_matmul_params(model))} params per token (active minus "
+        f"embedding and LM head) / ({inp.gpus} x {fmt_rate(peak, 'FLOP/s')} {dtype.upper()} dense (the model's "
+        f"{model.weight_bytes_per_param:g} B/param weights) x MFU {inp.mfu:g}) = {fmt_seconds(per_token)} "
+        "per token (matmuls only; the 0.2 default: end-to-end prefill of big MoE models runs at ~15-24% of "
         f"dense peak: DeepSeek production ~15%, RTP-LLM ~20%, SGLang on H100 ~24%); exposed = max(0, time - overlap {fmt_seconds(inp.overlap_s)}) "
         "(speculative prefetch, strategy D).",
     ]
