@@ -45,31 +45,88 @@ def _looks_like_path(ref: str) -> bool:
     return ref.endswith(".toml") or "/" in ref or "\\" in ref
 
 
+# A preset file is a few kB; a user's file past this is a mistake (or hostile: millions of keys), refused before
+# it is parsed, in bounded memory (at most MAX_PRESET_BYTES + 1 bytes are read).
+MAX_PRESET_BYTES = 2**20
+
+
+def _shown(ref: str, limit: int = 80) -> str:
+    """``ref`` as quoted in a message, cut to ``limit`` characters (a name may be hundreds long)."""
+    return repr(ref) if len(ref) <= limit else repr(ref[:limit]) + f"... ({len(ref):,} characters)"
+
+
+def check_regular_file(path: Path, shown: str) -> int:
+    """The size of ``path`` [B] if it is a regular file; else InputError naming it and saying what it is. Uses
+    stat, never open, so a FIFO or a device does not block."""
+    import stat
+
+    try:
+        st = path.stat()
+    except OSError as e:
+        reason = "no such file" if isinstance(e, FileNotFoundError) else f"cannot read: {e.strerror or e}"
+        raise InputError(f"{shown}: {reason}") from None
+    except ValueError as e:  # e.g. an embedded NUL byte
+        raise InputError(f"{shown}: not a usable file name ({e})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{shown}: is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{shown}: not a regular file (a FIFO, socket or device?)")
+    return st.st_size
+
+
+def user_path(ref: str) -> Path:
+    """A path a user gave, with ``~`` and ``~user`` expanded (InputError when the user does not exist)."""
+    try:
+        return Path(ref).expanduser()
+    except RuntimeError:  # Path.expanduser: "Could not determine home directory."
+        raise InputError(f"{_shown(ref)}: cannot expand {ref.split('/')[0]!r} (no such user or no home "
+                         "directory)") from None
+
+
 def preset_path(kind: str, ref: str) -> Path:
-    """Resolve a preset name or a file path to an existing file, or raise with close matches."""
+    """Resolve a preset name or a file path to an existing regular file, or raise with close matches."""
     if _looks_like_path(ref):
-        path = Path(ref).expanduser()
-        if not path.is_file():
-            raise InputError(f"{ref}: no such file")
+        path = user_path(ref)
+        check_regular_file(path, ref)
         return path
+    what = kind[:-1] if kind.endswith("s") else kind
+    if not ref.strip() or "\0" in ref:
+        raise PresetNotFound(f"unknown {what} preset {_shown(ref)}; known: {', '.join(names(kind))}")
     path = presets_root() / kind / f"{ref}.toml"
-    if path.is_file():
-        return path
+    try:
+        if path.is_file():
+            return path
+    except OSError:  # "File name too long" and the like: not a preset name
+        pass
     known = names(kind)
     close = difflib.get_close_matches(ref, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(known)}"
-    raise PresetNotFound(f"unknown {kind[:-1] if kind.endswith('s') else kind} preset {ref!r}{hint}")
+    raise PresetNotFound(f"unknown {what} preset {_shown(ref)}{hint}")
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; malformed TOML -> InputError naming the file and the parser's reason."""
+    """Parse a TOML file -> dict; InputError naming the file when it is not a regular file, is larger than
+    MAX_PRESET_BYTES (read at most that + 1 bytes), is not UTF-8, nests too deeply or is malformed TOML."""
+    size = check_regular_file(path, str(path))
+    if size > MAX_PRESET_BYTES:
+        raise InputError(f"{path}: {size:,} bytes is too large for a preset (limit {MAX_PRESET_BYTES:,} B = 1 MiB)")
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            raw = f.read(MAX_PRESET_BYTES + 1)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(raw) > MAX_PRESET_BYTES:  # grew since stat
+        raise InputError(f"{path}: too large for a preset (limit {MAX_PRESET_BYTES:,} B = 1 MiB)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start:,}: {raw[e.start:e.start + 1]!r})") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{path}: malformed TOML: {e}") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    except RecursionError:
+        raise InputError(f"{path}: malformed TOML: nested too deeply") from None
 
 
 def validation_message(path: Path | str, err) -> str:
