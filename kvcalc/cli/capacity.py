@@ -8,6 +8,7 @@ import typer
 
 from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt,
                                StateDtypeOpt)
+from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS
 
 ARTICLE_MODELS = ["mha-96l-64h", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro"]
 
@@ -17,12 +18,12 @@ def capacity(
         "--model", "-m", help="model preset or TOML path (repeatable; default: the article's five generations)",
         show_default=False)] = None,
     hardware: Annotated[str, typer.Option("--hardware", help="hardware preset or TOML path")] = "h100-sxm",
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs in the node (weights spread over all)")] = 8,
+    gpus: Annotated[int, typer.Option("--gpus", help=f"GPUs in the node (weights spread over all; 1 to {MAX_GPUS:,})")] = 8,
     context: Annotated[str, typer.Option("--context", "-c", help="tokens per request (4k = 4,096)")] = "4k",
     hbm_utilization: Annotated[str, typer.Option("--hbm-utilization", help="usable share of HBM, e.g. 0.9 or 90%")] = "0.9",
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="HBM reserved per GPU for activations etc., e.g. 4GB or 4GiB")] = None,
     attention: Annotated[str, typer.Option("--attention", help="tp: attention tensor-parallel (latent KV replicated per GPU) | dp: data-parallel attention")] = "tp",
-    block_tokens: Annotated[int, typer.Option("--block-tokens", help="tokens per paged block (the article's 16)")] = 16,
+    block_tokens: Annotated[int, typer.Option("--block-tokens", help=f"tokens per paged block (the article's 16; at most {MAX_BLOCK_TOKENS:,})")] = 16,
     link: Annotated[Optional[str], typer.Option("--link", help="link for the page-in time (default: the hardware's host link)")] = None,
     bandwidth: Annotated[str, typer.Option("--bandwidth", help="measured | theoretical link bandwidth")] = "measured",
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
@@ -44,7 +45,7 @@ def capacity(
     from kvcalc.memory.capacity import CapacityInputs, capacity_result
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, check_positive, parse_bytes, parse_fraction, parse_tokens
+    from kvcalc.out.units import check_positive, parse_bytes, parse_fraction, parse_tokens
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype)
