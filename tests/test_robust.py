@@ -283,7 +283,8 @@ def test_preset_values_bounded_at_validation(tmp_path, kind, name, field, value)
 
 def test_user_link_of_5e_324_gb_per_s(tmp_path):
     f = tmp_path / "slow.toml"
-    f.write_text(preset_text("links", "pcie-gen5-x16", bandwidth_gb_per_s="5e-324", measured_bandwidth_gb_per_s="5e-324"))
+    f.write_text(preset_text("links", "pcie-gen5-x16", bandwidth_gb_per_s="5e-324",
+                             measured_bandwidth_gb_per_s="5e-324"))
     assert_bad_input(run_cli("transfer", "--link", str(f)), "slow.toml", "bandwidth_gb_per_s")
     assert_bad_input(run_cli("compare", "--pd-link", str(f)), "slow.toml", "bandwidth_gb_per_s")
 

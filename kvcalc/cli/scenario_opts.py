@@ -45,9 +45,9 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
     from kvcalc.serve.scenario import Overrides
     from kvcalc.serve.workload import inline_workload, parse_shared_prefix
 
-    for flag, v, limit, minimum in (("--gpus", gpus, MAX_GPUS, None),
-                                    ("--price-per-gpu-hour", price, MAX_USD_PER_GPU_HOUR, None),
-                                    ("--decode-tokens-per-s", decode, MAX_DECODE_TOKENS_PER_S, MIN_DECODE_TOKENS_PER_S)):
+    for flag, v, limit, minimum in (
+            ("--gpus", gpus, MAX_GPUS, None), ("--price-per-gpu-hour", price, MAX_USD_PER_GPU_HOUR, None),
+            ("--decode-tokens-per-s", decode, MAX_DECODE_TOKENS_PER_S, MIN_DECODE_TOKENS_PER_S)):
         if v is not None:
             check_positive(v, flag, limit=limit, minimum=minimum)
     if pd_overlap_us is not None:
