@@ -104,23 +104,38 @@ def preset_path(kind: str, ref: str) -> Path:
     raise PresetNotFound(f"unknown {what} preset {_shown(ref)}{hint}")
 
 
+def is_dir(ref: str) -> bool:
+    """Whether a reference names an existing directory (False for names the OS refuses: too long, NUL, ~nobody)."""
+    try:
+        return Path(ref).expanduser().is_dir()
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def read_text_bounded(path: Path, limit: int, what: str = "a preset") -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes, reading at most limit + 1 bytes; InputError
+    naming the file when it is not a regular file, too large (the limit said) or not UTF-8 (the byte said)."""
+    shown_limit = f"{limit:,} B = {limit / 2**20:g} MiB"
+    size = check_regular_file(path, str(path))
+    if size > limit:
+        raise InputError(f"{path}: {size:,} bytes is too large for {what} (limit {shown_limit})")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(raw) > limit:  # grew since stat
+        raise InputError(f"{path}: too large for {what} (limit {shown_limit})")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start:,}: {raw[e.start:e.start + 1]!r})") from None
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     """Parse a TOML file -> dict; InputError naming the file when it is not a regular file, is larger than
     MAX_PRESET_BYTES (read at most that + 1 bytes), is not UTF-8, nests too deeply or is malformed TOML."""
-    size = check_regular_file(path, str(path))
-    if size > MAX_PRESET_BYTES:
-        raise InputError(f"{path}: {size:,} bytes is too large for a preset (limit {MAX_PRESET_BYTES:,} B = 1 MiB)")
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_PRESET_BYTES + 1)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
-    if len(raw) > MAX_PRESET_BYTES:  # grew since stat
-        raise InputError(f"{path}: too large for a preset (limit {MAX_PRESET_BYTES:,} B = 1 MiB)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 text (byte {e.start:,}: {raw[e.start:e.start + 1]!r})") from None
+    text = read_text_bounded(path, MAX_PRESET_BYTES)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -187,7 +202,7 @@ def load(kind: str, ref: str):
 
 def load_model(ref: str):
     """A model preset by name, TOML path, or a Hugging Face config.json (or a folder holding one)."""
-    if ref.endswith(".json") or (not ref.endswith(".toml") and Path(ref).expanduser().is_dir()):
+    if ref.endswith(".json") or (not ref.endswith(".toml") and is_dir(ref)):
         return _load_config(str(Path(ref).expanduser().resolve()))  # config_import is loaded only here
     return load("models", ref)
 
@@ -219,6 +234,6 @@ def load_link(ref: str):
 def name_of(ref: str) -> str:
     """The display name of a reference: the stem of a path (a config.json's folder), or the name itself."""
     path = Path(ref)
-    if path.name == "config.json" or (not ref.endswith((".toml", ".json")) and path.is_dir()):
+    if path.name == "config.json" or (not ref.endswith((".toml", ".json")) and is_dir(ref)):
         return (path.parent if path.name == "config.json" else path).resolve().name
     return path.stem if _looks_like_path(ref) or ref.endswith(".json") else ref

@@ -23,6 +23,8 @@ from pathlib import Path
 from kvcalc.out.errors import InputError
 
 CONFIG_NAME = "config.json"
+# A config.json is a few kB; a model.safetensors.index.json lists every tensor (DeepSeek V3's ~91,000: ~9 MB).
+MAX_JSON_BYTES = 64 * 2**20
 # layer_types values -> our kinds (transformers' names, plus the short forms some configs use)
 LAYER_TYPES = {"full_attention": "full", "attention": "full", "global": "full", "full": "full",
                "sliding_attention": "sliding", "sliding": "sliding", "local": "sliding",
@@ -39,25 +41,29 @@ CLASS_DEFAULTS = {"gemma3_text": ("Gemma3TextConfig", {"sliding_window_pattern":
 
 def config_file(ref: str) -> Path:
     """The config.json a reference points at: the file itself, or ``config.json`` inside a folder."""
-    path = Path(ref).expanduser()
-    if path.is_dir():
+    from kvcalc.model.catalog import check_regular_file, is_dir, user_path
+
+    path = user_path(ref)
+    if is_dir(ref):
         path = path / CONFIG_NAME
-        if not path.is_file():
+        if not path.exists():
             raise InputError(f"{ref}: no {CONFIG_NAME} in this folder")
-    elif not path.is_file():
-        raise InputError(f"{ref}: no such file")
+    check_regular_file(path, ref)
     return path
 
 
 def read_json(path: Path) -> dict:
-    """Parse a JSON object; not JSON -> InputError naming the file, line and reason."""
+    """Parse a JSON object; not JSON -> InputError naming the file, line and reason (a FIFO, a file over
+    MAX_JSON_BYTES, not UTF-8 or nested too deeply too)."""
+    from kvcalc.model.catalog import read_text_bounded
+
+    text = read_text_bounded(path, MAX_JSON_BYTES, "a JSON config")
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not JSON: {e.msg} (line {e.lineno})") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    except RecursionError:
+        raise InputError(f"{path}: not JSON we can read: nested too deeply") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a config (a JSON object was expected)")
     return data
