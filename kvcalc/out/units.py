@@ -44,6 +44,7 @@ MAX_BLOCK_TOKENS = 2**24         # tokens per paged block (engines use 16 to 1,0
 MAX_BLOCK_TABLES = 1_024         # block tables per request (vLLM: one per KV-cache group, a handful)
 MAX_ENTRY_BYTES = 1_024          # one block-table entry [B] (int32 = 4; the article assumes 16-24)
 MAX_CURVE_POINTS = 10_000        # points of a hit-rate curve (each is a row; the default is 20)
+MAX_SWEEP_POINTS = 10**9         # --max-points of a sweep (its default refuses grids over 10^7)
 MIN_MFU = 1e-3                   # a model-FLOPs utilisation below 0.1% is a typo (end to end: ~15-60%)
 MIN_DECODE_TOKENS_PER_S = 1e-3   # decode speed per request [tok/s]: one token in ~17 minutes
 MAX_DECODE_TOKENS_PER_S = 1e7    # decode speed per request [tok/s]: ~1e4x the fastest served today
