@@ -17,7 +17,7 @@ import random
 import re
 
 import pytest
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 CASES = int(os.environ.get("KVCALC_FUZZ_CASES", "300"))
 SEED = int(os.environ.get("KVCALC_FUZZ_SEED", "20261130"))
@@ -85,9 +85,18 @@ def files(tmp_path_factory):
                                  "hash_ids": list(range(shared)) + list(range(ids, ids + blocks - shared))}))
         ids += blocks
     write("trace.jsonl", "\n".join(lines) + "\n")
+    write("latin1.json", b'{"model_type": "caf\xe9"}')
+    write("deep.json", "[" * 100_000 + "]" * 100_000)
+    write("list.json", "[1, 2]")
+    write("absurd.json", '{"model_type": "llama", "hidden_size": 1e400, "num_hidden_layers": ' + HUGE + ', '
+          '"num_attention_heads": -1, "num_key_value_heads": 0, "vocab_size": 1e308, "intermediate_size": "x"}')
+    (d / "empty-folder").mkdir()
+    f["empty-folder"] = str(d / "empty-folder")
     write("trace-latin1.jsonl", b'{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [\xe9]}\n')
     write("trace-empty.jsonl", b"")
     write("trace-blank.jsonl", b"\n\n  \n")
+    (d / "out").mkdir()
+    f["out"] = str(d / "out")
     (d / "dir.toml").mkdir()
     f["dir.toml"] = str(d / "dir.toml")
     f["missing.toml"] = str(d / "missing.toml")
@@ -102,7 +111,7 @@ def hostile_files(files, trace=False):
     is a legitimate trace (``kvcalc trace <(zcat t.jsonl.gz)``): opening one without a writer waits, as ``cat``
     does, so the FIFO is fuzzed as a preset file only."""
     if not trace:
-        return [v for k, v in files.items() if not k.endswith(".jsonl")]
+        return [v for k, v in files.items() if not k.endswith((".jsonl", ".json"))]
     either = ("dir.toml", "missing.toml", "latin1.toml", "huge.toml")
     return [v for k, v in files.items() if (k.endswith(".jsonl") or k in either) and k != "trace.jsonl"]
 
@@ -290,8 +299,69 @@ def gen_presets(g: Gen):
             g.args.append(g.pick(kinds, bad_kinds))
 
 
+CONFIGS = REPO / "tests" / "fixtures" / "configs"
+
+
+def gen_import(g: Gen):
+    valid = [str(CONFIGS / n) for n in ("qwen3-32b", "gpt-oss-120b", "qwen3-next-80b-a3b", "deepseek-v4-flash")]
+    valid.append(str(CONFIGS / "llama-4-scout" / "config.json"))
+    bad = [g.files[k] for k in ("latin1.json", "deep.json", "list.json", "absurd.json", "empty-folder", "dir.toml",
+                                "missing.toml", "latin1.toml", "fifo.toml") if k in g.files] + BAD_NAMES
+    g.args += ["import", g.pick(valid, bad)]
+    if g.r.random() < 0.2:
+        out = g.pick([g.files["out"] + f"/{g.r.randint(0, 9)}.toml"],
+                     [g.files["dir.toml"], g.files["empty-folder"], "", g.files["missing.toml"] + "/x/y.toml"])
+        g.args += ["--output", out]
+    g.opt("--name", ["Qwen", "my model"], ["", "é\n\t|", "a" * 5000, "\x00"], p=0.2)
+    g.opt("--source", ["https://huggingface.co/x"], ["", "\n", "é" * 1000], p=0.2)
+    g.output(["params_total", "kv_bytes_per_token"])
+
+
+SWEEP_VARY = {
+    "kv": ["model=llama-3-8b,deepseek-v3", "context=1k..1m:log5", "kv-dtype=bf16,fp8"],
+    "capacity": ["gpus=1..8:step1", "context=4k..128k:log4", "hardware=h100-sxm,h200-sxm",
+                 "hbm-utilization=0.5..0.9:lin3"],
+    "cost": ["mfu-prefill=0.1..0.5:lin3", "price-per-gpu-hour=1,10", "strategy=lru,prefix-tree"],
+    "compare": ["decode-tokens-per-s=10,60", "gpus=8,16", "output-tokens=0,500"],
+    "trace": ["capacity=1000,3m", "policy=lru,fifo"],
+}
+SWEEP_BAD = ["context=1..1e400:log5", "context=1k..1m:log1000000000", "gpus=1.." + HUGE + ":step1", "model=", "=", "",
+             "context=4k..1k:log3", "context=1k..1m:lin0", "context=1k..1m:logx", "nosuch=1", "context=nan..inf:log3",
+             "gpus=0..8:step1", "mfu-prefill=5e-324..1:lin3", "price-per-gpu-hour=1e308", "decode-tokens-per-s=1e-308",
+             "context=" + ",".join(["4k"] * 50), "context=1k..1m:step0", "context=1k..1m:step-1k", "model=nosuch,é",
+             "requests=" + HUGE, "context=1k..1m:log" + HUGE, "gpus=8,8,8", "context==4k", "context=4k..", "..:"]
+SWEEP_SET = {"kv": ["context=4k", "model=qwen2.5-7b"], "capacity": ["gpus=8", "hardware=h200-sxm"],
+             "cost": ["requests=100", "context=8k", "gpus=8"], "compare": ["requests=100", "context=8k"],
+             "trace": ["block-tokens=16"]}
+SWEEP_Y = {"kv": "kv_bytes_per_token", "capacity": "max_requests", "cost": "usd_per_mtok_blended",
+           "compare": "usd_per_mtok_blended", "trace": "token_hit_rate"}
+
+
+def gen_sweep(g: Gen):
+    target = g.pick(list(SWEEP_VARY), ["", "nosuch", "blocks", "KV"])
+    g.args += ["sweep", target]
+    vary, fixed = SWEEP_VARY.get(target, ["context=4k"]), SWEEP_SET.get(target, [])
+    for name in g.r.sample(vary, min(len(vary), g.r.choice([1, 1, 2]))):
+        g.args += ["--vary", g.pick([name], SWEEP_BAD)]
+    if target == "trace":
+        g.args += ["--set", "file=" + g.pick([g.files["trace.jsonl"]], hostile_files(g.files, trace=True))]
+    for text in fixed:  # cost and compare need both requests and context
+        if target in ("cost", "compare") or g.r.random() < 0.5:
+            name = text.split("=")[0]
+            g.args += ["--set", g.pick([text], [f"{name}={b}" for b in BAD_NUMBERS[:14]] + SWEEP_BAD[:6])]
+    g.args += ["--max-points", g.pick(["1000"], ["0", "-1", "1", HUGE, "nan", ""])]
+    g.opt("--format", ["table", "json", "csv", "markdown"], ["", "xml"], p=0.9)
+    if "--format" not in g.args or g.args[g.args.index("--format") + 1] == "table":
+        g.flag(g.r.choice(["--chart", "--no-chart"]), 0.3)
+    g.opt("--y", [SWEEP_Y.get(target, "x")], ["nosuch", ""], p=0.2)
+    g.opt("--x", [vary[0].split("=")[0]], ["nosuch", ""], p=0.1)
+    if g.r.random() < 0.15:
+        g.args += ["--check", g.pick([f"{SWEEP_Y.get(target, 'x')} >= 0"], ["nosuch > 1", "x"])]
+
+
 GENERATORS = {"kv": gen_kv, "capacity": gen_capacity, "blocks": gen_blocks, "transfer": gen_transfer,
-              "cost": gen_cost, "compare": gen_compare, "trace": gen_trace, "presets": gen_presets}
+              "cost": gen_cost, "compare": gen_compare, "trace": gen_trace, "presets": gen_presets,
+              "sweep": gen_sweep, "import": gen_import}
 
 
 # ---------------------------------------------------------------- the properties
