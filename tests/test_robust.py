@@ -380,3 +380,25 @@ def test_long_or_unexpandable_names_as_models():
     assert_bad_input(run_cli("capacity", "-m", "b" * 300), "unknown model preset")
     assert_bad_input(run_cli("import", "b" * 300), "b" * 10)
     assert_bad_input(run_cli("import", "~nosuchuser/config.json"), "no such user")
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("num_hidden_layers", 10**30, "a 31-digit number is absurdly large (limit 65,536)"),
+    ("hidden_size", 10**30, "absurdly large (limit 16,777,216)"),
+    ("max_position_embeddings", 2**41, "absurdly large (limit 1,099,511,627,776)"),
+    ("head_dim", 100_000, "field 'qk_head_dim': 100,000 is out of range (must be at most 65,536)"),
+])
+def test_config_json_values_bounded(tmp_path, field, value, words):
+    import json
+
+    data = json.loads((REPO / "tests" / "fixtures" / "configs" / "qwen3-32b" / "config.json").read_text())
+    data[field] = value
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    assert_bad_input(run_cli("kv", str(tmp_path / "config.json")), "config.json", words)
+
+
+def test_check_bounds_accepts_every_shipped_model():
+    from kvcalc.model import catalog, schema
+
+    for name in catalog.names("models"):
+        schema.check_bounds(catalog.load_model(name))  # raises on the first field out of range

@@ -422,6 +422,39 @@ def _fields(cls):
     return {f.name: f.type for f in dataclasses.fields(cls)}
 
 
+def check_bounds(obj, where: str = "") -> None:
+    """Raise ValueError naming the first int/float field of a built preset (nested groups too) outside its
+    ``Bounds``: what pydantic checks for a user's TOML, for presets built without it (an imported config)."""
+    hints = typing.get_type_hints(type(obj), include_extras=True)
+    for f in dataclasses.fields(obj):
+        value, name = getattr(obj, f.name), f"{where}{f.name}"
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for i, v in items:
+            label = name if i is None else f"{name}.{i}"
+            if dataclasses.is_dataclass(v):
+                check_bounds(v, label + ".")
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                _check_limits(v, label, next((m.limits for m in _bounds_of(hints[f.name])), {}))
+
+
+def _bounds_of(tp):
+    """The Bounds annotations of a (possibly Optional) field type."""
+    base, meta = _strip(tp)
+    found = [m for m in meta if isinstance(m, Bounds)]
+    for arg in typing.get_args(base) if typing.get_origin(base) in (Union, types.UnionType) else ():
+        found += [m for m in _strip(arg)[1] if isinstance(m, Bounds)]
+    return found
+
+
+def _check_limits(v, label: str, limits: dict) -> None:
+    ops = {"gt": (lambda a, b: a > b, "greater than"), "ge": (lambda a, b: a >= b, "at least"),
+           "le": (lambda a, b: a <= b, "at most")}
+    for key, bound in limits.items():
+        ok, words = ops[key]
+        if not ok(v, bound):
+            raise ValueError(f"field {label!r}: {v:,} is out of range (must be {words} {bound:,})")
+
+
 def build(cls, data: dict):
     """Construct a preset dataclass from parsed TOML that is known to be valid (the shipped presets, which the
     test suite validates): the same object pydantic's validation returns, without loading pydantic."""
