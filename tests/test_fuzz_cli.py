@@ -37,6 +37,7 @@ MODELS = ["llama-3-8b", "llama-3-70b", "mistral-7b-v0.1", "deepseek-v3", "deepse
           "deepseek-v4-flash-article", "mha-96l-64h", "qwen2.5-7b"]
 HARDWARE = ["h100-sxm", "h200-sxm", "b200"]
 LINKS = ["pcie-gen5-x16", "nvlink4", "ib-ndr400"]
+CONFIGS = REPO / "tests" / "fixtures" / "configs"
 CONTEXTS = ["1", "16", "2000", "4k", "32k", "128k", "1m", "4096"]
 
 
@@ -90,6 +91,10 @@ def files(tmp_path_factory):
     write("list.json", "[1, 2]")
     write("absurd.json", '{"model_type": "llama", "hidden_size": 1e400, "num_hidden_layers": ' + HUGE + ', '
           '"num_attention_heads": -1, "num_key_value_heads": 0, "vocab_size": 1e308, "intermediate_size": "x"}')
+    cfg = json.loads((REPO / "tests" / "fixtures" / "configs" / "qwen3-32b" / "config.json").read_text())
+    for key, value in (("num_hidden_layers", 10**30), ("hidden_size", 2**24), ("head_dim", 0), ("vocab_size", 1e308),
+                       ("max_position_embeddings", -1), ("num_key_value_heads", 7)):
+        write(f"cfg-{key}.json", json.dumps(cfg | {key: value}))
     (d / "empty-folder").mkdir()
     f["empty-folder"] = str(d / "empty-folder")
     write("trace-latin1.jsonl", b'{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [\xe9]}\n')
@@ -157,11 +162,16 @@ class Gen:
         self.flag("--mtp", 0.1)
 
 
+def json_files(files):
+    """Hostile config.json models (and the folder of a valid one)."""
+    return [v for k, v in files.items() if k.endswith(".json")] + [files["empty-folder"], str(CONFIGS / "qwen3-32b")]
+
+
 def gen_kv(g: Gen):
     g.args.append("kv")
     for _ in range(g.r.choice([1, 1, 2, 3])):
-        g.args.append(g.pick(MODELS, BAD_NAMES + hostile_files(g.files) + [g.files["absurd-model.toml"],
-                                                                            g.files["tiny-model.toml"]]))
+        g.args.append(g.pick(MODELS, BAD_NAMES + hostile_files(g.files) + json_files(g.files) + [
+            g.files["absurd-model.toml"], g.files["tiny-model.toml"]]))
     g.opt("--context", CONTEXTS + ["4k,32k", "1,1m"], BAD_TOKENS, p=0.6)
     g.kv_layout()
     g.output(["kv_bytes_per_token", "kv_bytes_per_request"])
@@ -170,7 +180,8 @@ def gen_kv(g: Gen):
 def gen_capacity(g: Gen):
     g.args.append("capacity")
     for _ in range(g.r.choice([1, 1, 2])):
-        g.preset("--model", MODELS, ["tiny-model.toml", "absurd-model.toml"], p=0.8)
+        g.preset("--model", MODELS, ["tiny-model.toml", "absurd-model.toml", "cfg-num_hidden_layers.json",
+                                     "cfg-hidden_size.json", "cfg-head_dim.json", "latin1.json"], p=0.8)
     g.preset("--hardware", HARDWARE, ["edge-hw.toml", "big-hw.toml"])
     g.opt("--gpus", ["1", "8", "64", "1000000"])
     g.opt("--context", CONTEXTS, BAD_TOKENS)
@@ -297,9 +308,6 @@ def gen_presets(g: Gen):
     elif sub == "schema":
         if g.r.random() < 0.7:
             g.args.append(g.pick(kinds, bad_kinds))
-
-
-CONFIGS = REPO / "tests" / "fixtures" / "configs"
 
 
 def gen_import(g: Gen):
