@@ -8,7 +8,7 @@ import typer
 
 from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt,
                                StateDtypeOpt)
-from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS
+from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, MAX_TOKENS
 
 ARTICLE_MODELS = ["mha-96l-64h", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro"]
 
@@ -19,7 +19,7 @@ def capacity(
         show_default=False)] = None,
     hardware: Annotated[str, typer.Option("--hardware", help="hardware preset or TOML path")] = "h100-sxm",
     gpus: Annotated[int, typer.Option("--gpus", help=f"GPUs in the node (weights spread over all; 1 to {MAX_GPUS:,})")] = 8,
-    context: Annotated[str, typer.Option("--context", "-c", help="tokens per request (4k = 4,096)")] = "4k",
+    context: Annotated[str, typer.Option("--context", "-c", help=f"tokens per request (4k = 4,096; at most {MAX_TOKENS:,})")] = "4k",
     hbm_utilization: Annotated[str, typer.Option("--hbm-utilization", help="usable share of HBM, e.g. 0.9 or 90%")] = "0.9",
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="HBM reserved per GPU for activations etc., e.g. 4GB or 4GiB")] = None,
     attention: Annotated[str, typer.Option("--attention", help="tp: attention tensor-parallel (latent KV replicated per GPU) | dp: data-parallel attention")] = "tp",

@@ -25,9 +25,9 @@ PdOverlapOpt = Annotated[Optional[float], typer.Option("--pd-overlap-us", help=f
 AttnOpt = Annotated[Optional[bool], typer.Option("--attention-flops/--no-attention-flops", help="count attention FLOPs in prefill", show_default=False, rich_help_panel=P)]
 W = "Inline workload (instead of --workload)"
 RequestsOpt = Annotated[Optional[int], typer.Option("--requests", help=f"number of requests (1 to {MAX_REQUESTS:,})", rich_help_panel=W)]
-ContextOpt = Annotated[Optional[str], typer.Option("--context", "-c", help="context tokens per request (4k = 4,096)", rich_help_panel=W)]
+ContextOpt = Annotated[Optional[str], typer.Option("--context", "-c", help=f"context tokens per request (4k = 4,096; at most {MAX_TOKENS:,})", rich_help_panel=W)]
 OutputOpt = Annotated[Optional[int], typer.Option("--output-tokens", help=f"output tokens per request (default 500; at most {MAX_TOKENS:,})", rich_help_panel=W)]
-SharedOpt = Annotated[Optional[list[str]], typer.Option("--shared-prefix", help="TOKENS[:GROUPS] shared prefix segment (repeatable, nested in order)", rich_help_panel=W)]
+SharedOpt = Annotated[Optional[list[str]], typer.Option("--shared-prefix", help="TOKENS[:GROUPS] shared prefix segment (repeatable, nested in order; GROUPS at most --requests)", rich_help_panel=W)]
 T = "Request trace (instead of the workload)"
 TraceOpt = Annotated[Optional[str], typer.Option("--trace", help="JSONL request trace (Mooncake format): its requests replace the workload; C reuses what an LRU cache held for each request, A nothing", show_default=False, rich_help_panel=T)]
 TraceCapacityOpt = Annotated[Optional[str], typer.Option("--capacity", help="LRU cache for C: tokens (3m = 3,000,000), bytes (80GB, via the model's KV block) or inf (default: inf)", show_default=False, rich_help_panel=T)]

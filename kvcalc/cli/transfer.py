@@ -7,12 +7,12 @@ from typing import Annotated, Optional
 import typer
 
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
-from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, MAX_OVERLAP_US, MAX_REQUESTS, MIN_MFU
+from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, MAX_OVERLAP_US, MAX_REQUESTS, MAX_TOKENS, MIN_MFU
 
 
 def transfer(
     model: Annotated[str, typer.Option("--model", "-m", help="model preset or TOML path")] = "deepseek-v4-flash",
-    context: Annotated[str, typer.Option("--context", "-c", help="tokens per request (4k = 4,096)")] = "4k",
+    context: Annotated[str, typer.Option("--context", "-c", help=f"tokens per request (4k = 4,096; at most {MAX_TOKENS:,})")] = "4k",
     requests: Annotated[int, typer.Option("--requests", "-n", help=f"requests in the batch payload (1 to {MAX_REQUESTS:,})")] = 100,
     block_tokens: Annotated[int, typer.Option("--block-tokens", "-b", help=f"tokens per paged block (V4 needs a multiple of 128; at most {MAX_BLOCK_TOKENS:,})")] = 256,
     link: Annotated[Optional[list[str]], typer.Option(

@@ -146,11 +146,11 @@ def _whole_tokens(value: float, text, what: str, limit: int) -> int:
     return int(value)
 
 
-def parse_tokens(text: str | int, what: str = "tokens", allow_zero: bool = False) -> int:
+def parse_tokens(text: str | int, what: str = "tokens", allow_zero: bool = False, limit: int = MAX_TOKENS) -> int:
     """Parse a token count such as ``4096``, ``4k`` (4,096) or ``1m`` (1,048,576) -> tokens [int], at most
-    MAX_TOKENS."""
+    ``limit`` (MAX_TOKENS)."""
     if isinstance(text, int):
-        check_positive(text, what, allow_zero, limit=MAX_TOKENS)
+        check_positive(text, what, allow_zero, limit=limit)
         return int(text)
     m = _TOKENS_RE.match(str(text))
     if not m:
@@ -158,7 +158,7 @@ def parse_tokens(text: str | int, what: str = "tokens", allow_zero: bool = False
     value = float(m.group(1)) * TOKEN_SUFFIXES[m.group(2).lower()]
     if not math.isinf(value):
         _finite_positive(value, what, allow_zero)
-    return _whole_tokens(value, text, what, MAX_TOKENS)
+    return _whole_tokens(value, text, what, limit)
 
 
 def parse_token_capacity(text: str | int, what: str = "capacity") -> int:
@@ -174,12 +174,12 @@ def parse_token_capacity(text: str | int, what: str = "capacity") -> int:
     return _whole_tokens(value, text, what, MAX_CAPACITY_TOKENS)
 
 
-def parse_token_list(text: str, what: str = "tokens") -> list[int]:
+def parse_token_list(text: str, what: str = "tokens", limit: int = MAX_TOKENS) -> list[int]:
     """Parse a comma-separated list of token counts, e.g. ``4k,32k,1m`` -> [4096, 32768, 1048576]."""
     parts = [p for p in str(text).split(",") if p.strip()]
     if not parts:
         raise InputError(f"{what}: empty list")
-    return [parse_tokens(p, what) for p in parts]
+    return [parse_tokens(p, what, limit=limit) for p in parts]
 
 
 def parse_bytes(text: str, what: str = "bytes") -> float:
