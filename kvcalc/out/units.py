@@ -137,12 +137,11 @@ def _finite_positive(value: float, what: str, allow_zero: bool = False) -> float
 
 def _whole_tokens(value: float, text, what: str, limit: int) -> int:
     """A parsed token count (float) -> int, or InputError: not finite, not whole, over ``limit``."""
-    if math.isinf(value):
-        raise InputError(f"{what}: {str(text)[:40]!r} tokens is absurdly large (limit {limit:,})")
+    shown = repr(str(text)) if len(str(text)) <= 40 else repr(str(text)[:40]) + "..."
+    if math.isinf(value) or value > limit:
+        raise InputError(f"{what}: {shown} tokens is absurdly large (limit {limit:,})")
     if value != int(value):
-        raise InputError(f"{what}: {text!r} is not a whole number of tokens")
-    if value > limit:
-        raise InputError(f"{what}: {text!r} tokens is absurdly large (limit {limit:,})")
+        raise InputError(f"{what}: {shown} is not a whole number of tokens")
     return int(value)
 
 
