@@ -418,12 +418,14 @@ def check_run(args: list[str], r) -> list[str]:
 
 @pytest.mark.parametrize("command", list(GENERATORS))
 def test_fuzz_command(command, files, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")
     rng = random.Random(f"{SEED}-{command}")
     failures, codes = [], {0: 0, 1: 0, 2: 0}
     for i in range(CASES):
         g = Gen(rng, files, hostile=rng.choice([0.0, 0.1, 0.3, 0.6]))
         GENERATORS[command](g)
+        # the table's width: wide mostly, sometimes narrow or hostile (0, 1, garbage, thousands of digits)
+        monkeypatch.setenv("COLUMNS", g.pick(["200", "200", "120", "80"], ["40", "20", "1", "0", "", "-5", "x",
+                                                                             "9" * 5000]))
         r = run_cli(*g.args)
         codes[r.code] = codes.get(r.code, 0) + 1
         problems = check_run(g.args, r)
