@@ -80,16 +80,41 @@ def _command_of(argv: list[str]) -> str | None:
     return first if first in COMMANDS else None
 
 
+def _one_line(text: str, limit: int = 1000) -> str:
+    """``text`` on one line (a file name or a value may hold newlines), cut to ``limit`` characters."""
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _internal_error_line(e: BaseException) -> str:
+    """One line for an unexpected exception: its type and message (first 200 characters)."""
+    return f"kvcalc: internal error: {type(e).__name__}: {_one_line(str(e), 200)}; please report\n"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app; KvcalcError -> one line on stderr and its exit code; usage errors -> 2."""
+    """Entry point: run the app; KvcalcError -> one line on stderr and its exit code; usage errors -> 2;
+    Ctrl-C -> 130 quietly; anything else (a bug) -> one ``internal error`` line and exit 3, never a traceback."""
+    from kvcalc.out.errors import EXIT_INTERNAL, EXIT_INTERRUPTED
+
+    try:
+        code = _run(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except Exception as e:  # noqa: BLE001 -- the last line of defence: one line, exit 3, never 1
+        sys.stderr.write(_internal_error_line(e))
+        code = EXIT_INTERNAL
+    sys.exit(code)
+
+
+def _run(args: list[str]) -> int:
+    """Run the app on ``args`` -> exit code; KvcalcError and click's usage errors become one line on stderr."""
     import os
 
-    from kvcalc.out.errors import KvcalcError
+    from kvcalc.out.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, KvcalcError
 
     # pydantic looks for plugins in every installed distribution's entry points on first validation
     # (~25 ms, more in big environments); kvcalc's presets use none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    args = sys.argv[1:] if argv is None else list(argv)
     command = typer.main.get_command(build_app(_command_of(args)))
     if "--help" in args or args in ([], ["presets"]):  # help is printed: options grouped by panel
         from kvcalc.cli.help import group_options
@@ -99,22 +124,20 @@ def main(argv: list[str] | None = None) -> int:
         rv = command.main(args=args, prog_name="kvcalc", standalone_mode=False)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
     except KvcalcError as e:
-        sys.stderr.write(f"kvcalc: error: {e.message}\n")
-        sys.exit(e.exit_code)
+        sys.stderr.write(f"kvcalc: error: {_one_line(e.message)}\n")
+        return e.exit_code
     except BrokenPipeError:  # the reader went away (| head): exit 0 quietly, as the shell expects
         _quiet_stdout()
-        sys.exit(0)
-    except (typer.Abort, KeyboardInterrupt):
-        sys.stderr.write("kvcalc: aborted\n")
-        sys.exit(130)
+        return 0
+    except typer.Abort:  # click turns Ctrl-C into Abort
+        return EXIT_INTERRUPTED
     except Exception as e:
         if type(e).__name__ == "NoArgsIsHelpError":  # `kvcalc` or `kvcalc presets` alone: the help, exit 0
             sys.stdout.write(e.format_message() + "\n")
-            sys.exit(0)
+            return 0
         # click's (or typer's vendored click's) usage errors: bad option, missing argument, bad type
         if hasattr(e, "format_message") and hasattr(e, "exit_code"):
-            sys.stderr.write(f"kvcalc: error: {e.format_message()}\n")
-            sys.exit(2)
+            sys.stderr.write(f"kvcalc: error: {_one_line(e.format_message())}\n")
+            return EXIT_BAD_INPUT
         raise
-    code = rv if isinstance(rv, int) else 0
-    sys.exit(code)
+    return rv if isinstance(rv, int) else 0

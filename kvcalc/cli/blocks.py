@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
+from kvcalc.out.units import MAX_BLOCK_TABLES, MAX_BLOCK_TOKENS, MAX_ENTRY_BYTES, MAX_TOKENS
 
 DEFAULT_MODELS = ["llama-3-70b", "deepseek-v3.2", "deepseek-v4-flash"]
 
@@ -15,11 +16,11 @@ def blocks(
     model: Annotated[Optional[list[str]], typer.Option(
         "--model", "-m", help="model preset or TOML path (repeatable; default: Llama-3-70B, DeepSeek V3.2, V4 Flash)",
         show_default=False)] = None,
-    block_tokens: Annotated[str, typer.Option("--block-tokens", "-b", help="block sizes to sweep [tokens], comma-separated")] = "16,32,64,128,256,512,1024",
-    entry_bytes: Annotated[float, typer.Option("--entry-bytes", help="block-table entry [B]: 4 = int32 (vLLM, FlashMLA); the article assumes 16-24")] = 4.0,
-    tables: Annotated[int, typer.Option("--tables", help="block tables per request (vLLM keeps one per KV-cache group)")] = 1,
+    block_tokens: Annotated[str, typer.Option("--block-tokens", "-b", help=f"block sizes to sweep [tokens], comma-separated (each at most {MAX_BLOCK_TOKENS:,})")] = "16,32,64,128,256,512,1024",
+    entry_bytes: Annotated[float, typer.Option("--entry-bytes", help=f"block-table entry [B]: 4 = int32 (vLLM, FlashMLA); the article assumes 16-24; at most {MAX_ENTRY_BYTES:,}")] = 4.0,
+    tables: Annotated[int, typer.Option("--tables", help=f"block tables per request (vLLM keeps one per KV-cache group; 1 to {MAX_BLOCK_TABLES:,})")] = 1,
     max_overhead: Annotated[str, typer.Option("--max-overhead", help="table overhead target for the recommendation, e.g. 1% or 0.01")] = "1%",
-    context: Annotated[str, typer.Option("--context", "-c", help="request length for the last-block waste [tokens] (default: the article's mean request; 4k = 4,096)")] = "3200",
+    context: Annotated[str, typer.Option("--context", "-c", help=f"request length for the last-block waste [tokens] (default: the article's mean request; 4k = 4,096; at most {MAX_TOKENS:,})")] = "3200",
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
     mtp: MtpOpt = False,
     engine: Annotated[str, typer.Option("--engine", help="ideal | vllm | sglang: add what that engine pages (block "
@@ -50,8 +51,9 @@ def blocks(
         raise InputError(f"--engine: {engine!r} is not one of {', '.join(ENGINES)}")
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
     inp = BlockInputs(
-        block_tokens=tuple(parse_token_list(block_tokens, "--block-tokens")),
-        entry_bytes=check_positive(entry_bytes, "--entry-bytes"), tables=int(check_positive(tables, "--tables")),
+        block_tokens=tuple(parse_token_list(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)),
+        entry_bytes=check_positive(entry_bytes, "--entry-bytes", limit=MAX_ENTRY_BYTES),
+        tables=int(check_positive(tables, "--tables", limit=MAX_BLOCK_TABLES)),
         context_tokens=parse_tokens(context, "--context"),
         max_overhead=parse_fraction(max_overhead, "--max-overhead"))
     loaded = [(catalog.name_of(m), catalog.load_model(m)) for m in (model or DEFAULT_MODELS)]

@@ -8,6 +8,7 @@ import typer
 
 from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, KvGroupSizeOpt,
                                KvResidualOpt, MlaLayoutOpt, MtpOpt, StateDtypeOpt)
+from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, MAX_REQUESTS, MAX_TOKENS
 
 E = "Engine (what vLLM/SGLang allocate)"
 ARTICLE_MODELS = ["mha-96l-64h", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro"]
@@ -18,12 +19,12 @@ def capacity(
         "--model", "-m", help="model preset or TOML path (repeatable; default: the article's five generations)",
         show_default=False)] = None,
     hardware: Annotated[str, typer.Option("--hardware", help="hardware preset or TOML path")] = "h100-sxm",
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs in the node (weights spread over all)")] = 8,
-    context: Annotated[str, typer.Option("--context", "-c", help="tokens per request (4k = 4,096)")] = "4k",
+    gpus: Annotated[int, typer.Option("--gpus", help=f"GPUs in the node (weights spread over all; 1 to {MAX_GPUS:,})")] = 8,
+    context: Annotated[str, typer.Option("--context", "-c", help=f"tokens per request (4k = 4,096; at most {MAX_TOKENS:,})")] = "4k",
     hbm_utilization: Annotated[str, typer.Option("--hbm-utilization", help="usable share of HBM, e.g. 0.9 or 90%")] = "0.9",
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="HBM reserved per GPU for activations etc., e.g. 4GB or 4GiB")] = None,
     attention: Annotated[str, typer.Option("--attention", help="tp: attention tensor-parallel (latent KV replicated per GPU) | dp: data-parallel attention")] = "tp",
-    block_tokens: Annotated[int, typer.Option("--block-tokens", help="tokens per paged block (the article's 16)")] = 16,
+    block_tokens: Annotated[int, typer.Option("--block-tokens", help=f"tokens per paged block (the article's 16; at most {MAX_BLOCK_TOKENS:,})")] = 16,
     link: Annotated[Optional[str], typer.Option("--link", help="link for the page-in time (default: the hardware's host link)")] = None,
     bandwidth: Annotated[str, typer.Option("--bandwidth", help="measured | theoretical link bandwidth")] = "measured",
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
@@ -34,7 +35,7 @@ def capacity(
     solve: Annotated[Optional[str], typer.Option("--solve", help="max-model-len | max-concurrency | "
                                                  "gpu-memory-utilization (the inverse questions)", rich_help_panel=E)] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="--solve gpu-memory-utilization: requests of "
-                                             "--max-model-len tokens to serve at once", rich_help_panel=E)] = 1,
+                                             f"--max-model-len tokens to serve at once (1 to {MAX_REQUESTS:,})", rich_help_panel=E)] = 1,
     gpu_memory_utilization: Annotated[str, typer.Option("--gpu-memory-utilization", help="vLLM's share of the "
                                                         "CUDA total, e.g. 0.9", rich_help_panel=E)] = "0.9",
     mem_fraction_static: Annotated[Optional[str], typer.Option("--mem-fraction-static", help="SGLang's static "
@@ -45,10 +46,10 @@ def capacity(
                                       "profiling batch (default 8,192 on >= 70 GiB GPUs, else 2,048)",
                                       rich_help_panel=E)] = None,
     max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="vLLM's sequence limit (default "
-                            "1,024 on >= 70 GiB GPUs, else 256; the logged concurrency ignores it)",
+                            f"1,024 on >= 70 GiB GPUs, else 256; the logged concurrency ignores it; 1 to {MAX_REQUESTS:,})",
                             rich_help_panel=E)] = None,
     block_size: Annotated[Optional[int], typer.Option("--block-size", help="vLLM's block size in tokens "
-                          "(default 16)", rich_help_panel=E)] = None,
+                          f"(default 16; 1 to {MAX_BLOCK_TOKENS:,})", rich_help_panel=E)] = None,
     total_memory: Annotated[Optional[str], typer.Option("--total-memory", help="vLLM: total_gpu_memory; SGLang: "
                             "free memory at start, e.g. 79.19GiB (default: the preset's CUDA total)",
                             rich_help_panel=E)] = None,
@@ -85,7 +86,7 @@ def capacity(
     from kvcalc.memory.capacity import CapacityInputs, capacity_result
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, check_positive, parse_bytes, parse_fraction, parse_tokens
+    from kvcalc.out.units import check_positive, parse_bytes, parse_fraction, parse_tokens
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype, kv_group_size, kv_residual_tokens)
@@ -95,6 +96,11 @@ def capacity(
         raise InputError(f"--bandwidth: {bandwidth!r} is not one of measured, theoretical")
     check_positive(gpus, "--gpus", limit=MAX_GPUS)
     check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
+    check_positive(concurrency, "--concurrency", limit=MAX_REQUESTS)  # checked even when no engine reads it
+    if max_num_seqs is not None:
+        check_positive(max_num_seqs, "--max-num-seqs", limit=MAX_REQUESTS)
+    if block_size is not None:
+        check_positive(block_size, "--block-size", limit=MAX_BLOCK_TOKENS)
     inp = CapacityInputs(
         gpus=gpus, context_tokens=parse_tokens(context, "--context"),
         hbm_utilization=parse_fraction(hbm_utilization, "--hbm-utilization"),
@@ -120,7 +126,6 @@ def capacity(
         if solve is None:
             result = engine_result(*args, einp, opts)
         else:
-            check_positive(concurrency, "--concurrency", limit=10**12)
             solve_inp = replace(inp, context_tokens=einp.max_model_len)
             result = solve_result(*args[:5], solve_inp, einp, opts, check_solve(solve), concurrency)
     emit(result, fmt, check, explain)

@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvcalc.out.units import MAX_KV_GROUP_SIZE, MAX_TOKENS
+
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | json | csv | markdown",
                                         rich_help_panel="Output")]
 CheckOpt = Annotated[Optional[list[str]], typer.Option(
@@ -19,10 +21,10 @@ KvDtypeOpt = Annotated[Optional[str], typer.Option(
     "nvfp4 | int4-grouped | kivi (scales counted; see kv --explain; default: the model's)",
     rich_help_panel="KV layout")]
 KvGroupSizeOpt = Annotated[int, typer.Option(
-    "--kv-group-size", help="int4-grouped/kivi: elements per FP16 scale+zero group (KIVI: 32)",
+    "--kv-group-size", help=f"int4-grouped/kivi: elements per FP16 scale+zero group (KIVI: 32; 1 to {MAX_KV_GROUP_SIZE:,})",
     rich_help_panel="KV layout")]
 KvResidualOpt = Annotated[int, typer.Option(
-    "--kv-residual-tokens", help="kivi: most recent tokens kept in BF16 (KIVI: 128)", rich_help_panel="KV layout")]
+    "--kv-residual-tokens", help=f"kivi: most recent tokens kept in BF16 (KIVI: 128; at most {MAX_TOKENS:,})", rich_help_panel="KV layout")]
 MlaLayoutOpt = Annotated[Optional[str], typer.Option(
     "--mla-layout", help="MLA entry: bf16 (1,152 B/layer) | fp8 (576) | fp8-flashmla (656); default: the model's",
     rich_help_panel="KV layout")]
@@ -56,8 +58,8 @@ def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype=None, kv_gr
             raise InputError(f"{flag}: {value!r} is not one of {', '.join(allowed)}")
     gs = kv_formats.DEFAULT_GROUP_SIZE if kv_group_size is None else kv_group_size
     residual = kv_formats.DEFAULT_RESIDUAL_TOKENS if kv_residual_tokens is None else kv_residual_tokens
-    check_positive(gs, "--kv-group-size", limit=2**20)
-    check_positive(residual, "--kv-residual-tokens", allow_zero=True, limit=2**40)
+    check_positive(gs, "--kv-group-size", limit=MAX_KV_GROUP_SIZE)
+    check_positive(residual, "--kv-residual-tokens", allow_zero=True, limit=MAX_TOKENS)
     return KvOptions(kv_dtype=kv_dtype, mla_layout=mla_layout, indexer_dtype=indexer_dtype, mtp=mtp,
                      state_dtype=state_dtype, kv_group_size=gs, kv_residual_tokens=residual)
 

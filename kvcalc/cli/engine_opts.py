@@ -21,7 +21,7 @@ def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_frac
     """The flags as an EngineInputs (None = estimate from the presets); bad values name their flag."""
     from kvcalc.memory.engine_common import ENGINES, EngineInputs
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import MAX_BLOCK_TOKENS, check_positive, parse_bytes, parse_fraction, parse_tokens
+    from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_REQUESTS, check_positive, parse_bytes, parse_fraction, parse_tokens
 
     if engine not in ENGINES:
         raise InputError(f"--engine: {engine!r} is not one of {', '.join(ENGINES)}")
@@ -34,7 +34,7 @@ def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_frac
         return parse_bytes(text, flag)
 
     if max_num_seqs is not None:
-        check_positive(max_num_seqs, "--max-num-seqs", limit=10**9)
+        check_positive(max_num_seqs, "--max-num-seqs", limit=MAX_REQUESTS)
     if block_size is not None:
         check_positive(block_size, "--block-size", limit=MAX_BLOCK_TOKENS)
     return EngineInputs(

@@ -8,6 +8,7 @@ import typer
 
 from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, KvGroupSizeOpt,
                                KvResidualOpt, MlaLayoutOpt, MtpOpt, StateDtypeOpt)
+from kvcalc.out.units import MAX_TOKENS
 
 DEFAULT_MODELS = ["mha-96l-64h", "llama-3-70b", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash",
                   "deepseek-v4-pro"]
@@ -17,7 +18,7 @@ def kv(
     models: Annotated[Optional[list[str]], typer.Argument(
         help="model preset names or TOML paths (default: MHA example, Llama-3-70B, DeepSeek V3, V3.2, V4 Flash, V4 Pro)",
         show_default=False)] = None,
-    context: Annotated[str, typer.Option("--context", "-c", help="context lengths, comma-separated (4k = 4,096; 1m = 1,048,576)")] = "4k,32k,128k,1m",
+    context: Annotated[str, typer.Option("--context", "-c", help=f"context lengths, comma-separated (4k = 4,096; 1m = 1,048,576; each at most {MAX_TOKENS:,})")] = "4k,32k,128k,1m",
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
     state_dtype: StateDtypeOpt = None,
     mtp: MtpOpt = False, kv_group_size: KvGroupSizeOpt = 32, kv_residual_tokens: KvResidualOpt = 128,

@@ -6,6 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvcalc.out.units import (MAX_BLOCK_TOKENS, MAX_DECODE_TOKENS_PER_S, MAX_GPUS, MAX_OVERLAP_US, MAX_REQUESTS,
+                              MAX_TOKENS, MAX_USD_PER_GPU_HOUR, MIN_DECODE_TOKENS_PER_S, MIN_MFU)
+
 P = "Scenario overrides"
 ScenarioOpt = Annotated[Optional[str], typer.Option("--scenario", "-s", help="scenario preset or TOML path "
                                                     "(article = the article's own assumptions; default: article, or "
@@ -13,27 +16,27 @@ ScenarioOpt = Annotated[Optional[str], typer.Option("--scenario", "-s", help="sc
                                                     show_default=False)]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="model preset or TOML path", rich_help_panel=P)]
 HardwareOpt = Annotated[Optional[str], typer.Option("--hardware", help="hardware preset or TOML path", rich_help_panel=P)]
-GpusOpt = Annotated[Optional[int], typer.Option("--gpus", help="GPUs in the node", rich_help_panel=P)]
+GpusOpt = Annotated[Optional[int], typer.Option("--gpus", help=f"GPUs in the node (1 to {MAX_GPUS:,})", rich_help_panel=P)]
 WorkloadOpt = Annotated[Optional[str], typer.Option("--workload", "-w", help="workload preset or TOML path", rich_help_panel=P)]
-PriceOpt = Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="USD per GPU-hour", rich_help_panel=P)]
-MfuOpt = Annotated[Optional[str], typer.Option("--mfu-prefill", help="prefill MFU in (0, 1], e.g. 0.2 or 20%", rich_help_panel=P)]
-DecodeOpt = Annotated[Optional[float], typer.Option("--decode-tokens-per-s", help="decode speed per request [tok/s]", rich_help_panel=P)]
+PriceOpt = Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help=f"USD per GPU-hour (at most {MAX_USD_PER_GPU_HOUR:,.0f})", rich_help_panel=P)]
+MfuOpt = Annotated[Optional[str], typer.Option("--mfu-prefill", help=f"prefill MFU in [{MIN_MFU:g}, 1], e.g. 0.2 or 20%", rich_help_panel=P)]
+DecodeOpt = Annotated[Optional[float], typer.Option("--decode-tokens-per-s", help=f"decode speed per request [tok/s] ({MIN_DECODE_TOKENS_PER_S:g} to {MAX_DECODE_TOKENS_PER_S:,.0f})", rich_help_panel=P)]
 WarmOpt = Annotated[Optional[bool], typer.Option("--warm/--cold", help="shared segments already cached (warm) or not", show_default=False, rich_help_panel=P)]
 PdLinkOpt = Annotated[Optional[str], typer.Option("--pd-link", help="prefill -> decode link preset or TOML path: disaggregated serving, shows the KV hand-off", rich_help_panel=P)]
-PdOverlapOpt = Annotated[Optional[float], typer.Option("--pd-overlap-us", help="window a speculative prefetch hides the hand-off behind [us] (default: one decode step)", rich_help_panel=P)]
+PdOverlapOpt = Annotated[Optional[float], typer.Option("--pd-overlap-us", help=f"window a speculative prefetch hides the hand-off behind [us] (default: one decode step; at most {MAX_OVERLAP_US:,.0f})", rich_help_panel=P)]
 TtftOpt = Annotated[Optional[str], typer.Option("--ttft-model", help="processor-sharing | fcfs | even-split (the article's): how requests arriving together share prefill compute", show_default=False, rich_help_panel=P)]
 AttnOpt = Annotated[Optional[bool], typer.Option("--attention-flops/--no-attention-flops", help="count attention FLOPs in prefill", show_default=False, rich_help_panel=P)]
 EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="KV budget: ideal (HBM x utilisation minus weights) | vllm | "
                      "sglang (the engine's KV pool, inputs estimated; see kvcalc capacity --engine)", rich_help_panel=P)]
 W = "Inline workload (instead of --workload)"
-RequestsOpt = Annotated[Optional[int], typer.Option("--requests", help="number of requests", rich_help_panel=W)]
-ContextOpt = Annotated[Optional[str], typer.Option("--context", "-c", help="context tokens per request (4k = 4,096)", rich_help_panel=W)]
-OutputOpt = Annotated[Optional[int], typer.Option("--output-tokens", help="output tokens per request (default 500)", rich_help_panel=W)]
-SharedOpt = Annotated[Optional[list[str]], typer.Option("--shared-prefix", help="TOKENS[:GROUPS] shared prefix segment (repeatable, nested in order)", rich_help_panel=W)]
+RequestsOpt = Annotated[Optional[int], typer.Option("--requests", help=f"number of requests (1 to {MAX_REQUESTS:,})", rich_help_panel=W)]
+ContextOpt = Annotated[Optional[str], typer.Option("--context", "-c", help=f"context tokens per request (4k = 4,096; at most {MAX_TOKENS:,})", rich_help_panel=W)]
+OutputOpt = Annotated[Optional[int], typer.Option("--output-tokens", help=f"output tokens per request (default 500; at most {MAX_TOKENS:,})", rich_help_panel=W)]
+SharedOpt = Annotated[Optional[list[str]], typer.Option("--shared-prefix", help="TOKENS[:GROUPS] shared prefix segment (repeatable, nested in order; GROUPS at most --requests)", rich_help_panel=W)]
 T = "Request trace (instead of the workload)"
 TraceOpt = Annotated[Optional[str], typer.Option("--trace", help="JSONL request trace (Mooncake format): its requests replace the workload; C reuses what an LRU cache held for each request, A nothing", show_default=False, rich_help_panel=T)]
 TraceCapacityOpt = Annotated[Optional[str], typer.Option("--capacity", help="LRU cache for C: tokens (3m = 3,000,000), bytes (80GB, via the model's KV block) or inf (default: inf)", show_default=False, rich_help_panel=T)]
-TraceBlockOpt = Annotated[Optional[int], typer.Option("--block-tokens", help="tokens per hash id in the trace (default 512)", show_default=False, rich_help_panel=T)]
+TraceBlockOpt = Annotated[Optional[int], typer.Option("--block-tokens", help=f"tokens per hash id in the trace (default 512; at most {MAX_BLOCK_TOKENS:,})", show_default=False, rich_help_panel=T)]
 SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="skip and count bad trace lines instead of stopping", rich_help_panel=T)]
 
 
@@ -43,19 +46,22 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
     """Validate the flags -> scenario.Overrides (InputError naming the flag)."""
     from kvcalc.model.attention import KvOptions
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import MAX_GPUS, MAX_REQUESTS, check_positive, parse_fraction, parse_tokens, us_to_s
+    from kvcalc.out.units import check_positive, parse_fraction, parse_tokens, us_to_s
     from kvcalc.serve.scenario import Overrides
     from kvcalc.serve.ttft import TTFT_MODELS
     from kvcalc.serve.workload import inline_workload, parse_shared_prefix
 
-    for flag, v, limit in (("--gpus", gpus, MAX_GPUS), ("--price-per-gpu-hour", price, None),
-                           ("--decode-tokens-per-s", decode, None)):
+    for flag, v, limit, minimum in (
+            ("--gpus", gpus, MAX_GPUS, None), ("--price-per-gpu-hour", price, MAX_USD_PER_GPU_HOUR, None),
+            ("--decode-tokens-per-s", decode, MAX_DECODE_TOKENS_PER_S, MIN_DECODE_TOKENS_PER_S)):
         if v is not None:
-            check_positive(v, flag, limit=limit)
+            check_positive(v, flag, limit=limit, minimum=minimum)
     if ttft_model is not None and ttft_model not in TTFT_MODELS:
         raise InputError(f"--ttft-model: {ttft_model!r} is not one of {', '.join(TTFT_MODELS)}")
     if pd_overlap_us is not None:
-        check_positive(pd_overlap_us, "--pd-overlap-us", allow_zero=True)
+        check_positive(pd_overlap_us, "--pd-overlap-us", allow_zero=True, limit=MAX_OVERLAP_US)
+    if output is not None:
+        check_positive(output, "--output-tokens", allow_zero=True, limit=MAX_TOKENS)
     if engine is not None:
         from kvcalc.memory.engine_common import ENGINES
 
@@ -69,12 +75,10 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
         if requests is None or context is None:
             raise InputError("--requests and --context are both needed for an inline workload")
         check_positive(requests, "--requests", limit=MAX_REQUESTS)
-        if output is not None and output < 0:
-            raise InputError(f"--output-tokens: must be >= 0, got {output}")
         inline = inline_workload(requests, parse_tokens(context, "--context"), 500 if output is None else output,
                                  [parse_shared_prefix(s) for s in (shared or [])])
     return Overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, inline_workload=inline,
-                     usd_per_gpu_hour=price, mfu_prefill=parse_fraction(mfu, "--mfu-prefill") if mfu else None,
+                     usd_per_gpu_hour=price, mfu_prefill=parse_fraction(mfu, "--mfu-prefill", MIN_MFU) if mfu else None,
                      decode_tokens_per_s=decode, warm=warm, attention_flops=attention,
                      kv_options=kv_options or KvOptions(), pd_link=pd_link,
                      pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None,
@@ -85,7 +89,7 @@ def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, con
     """Validate the --trace flags -> (capacity spec, block tokens) or None without --trace (InputError naming the
     flag)."""
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import MAX_BLOCK_TOKENS, check_positive
+    from kvcalc.out.units import check_positive
 
     if trace is None:
         for flag, value in (("--capacity", capacity), ("--block-tokens", block_tokens),

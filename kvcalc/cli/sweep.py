@@ -8,6 +8,7 @@ import typer
 
 from kvcalc.cli.common import CheckOpt, FormatOpt
 from kvcalc.out.sweep_spec import MAX_POINTS
+from kvcalc.out.units import MAX_SWEEP_POINTS
 
 C = "Charts"
 
@@ -21,7 +22,8 @@ def sweep(
     fixed: Annotated[Optional[list[str]], typer.Option(
         "--set", help="NAME=VALUE held fixed (repeatable), e.g. --set gpus=8 --set hardware=h200-sxm",
         show_default=False)] = None,
-    max_points: Annotated[int, typer.Option("--max-points", help="refuse grids larger than this")] = MAX_POINTS,
+    max_points: Annotated[int, typer.Option(
+        "--max-points", help=f"refuse grids larger than this (at most {MAX_SWEEP_POINTS:,})")] = MAX_POINTS,
     y: Annotated[Optional[list[str]], typer.Option(
         "--y", help="output field to chart (repeatable; default per target, e.g. max_requests)",
         show_default=False, rich_help_panel=C)] = None,
@@ -66,8 +68,9 @@ def sweep(
     from kvcalc.serve import sweep as sw
 
     check_format(fmt)
-    if max_points < 1:
-        raise InputError(f"--max-points: must be >= 1, got {max_points}")
+    from kvcalc.out.units import check_positive
+
+    check_positive(max_points, "--max-points", limit=MAX_SWEEP_POINTS)
     path = None
     if plot is not None:
         from kvcalc.out.plot import check_plot_path

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
+from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_CURVE_POINTS, MAX_GPUS
 
 R = "Replay"
 
@@ -17,7 +18,8 @@ def trace(
                                          "hash_ids} object per line (Mooncake format); read as a stream",
                                          show_default=False)],
     block_tokens: Annotated[int, typer.Option("--block-tokens", "-b", help="tokens per hash id in the trace "
-                                              "(Mooncake: 512; Qwen Bailian: 16)", rich_help_panel=R)] = 512,
+                                              f"(Mooncake: 512; Qwen Bailian: 16; at most {MAX_BLOCK_TOKENS:,})",
+                                              rich_help_panel=R)] = 512,
     capacity: Annotated[Optional[str], typer.Option(
         "--capacity", help="cache capacities, comma-separated: tokens, decimal (3m = 3,000,000), bytes with a unit "
         "(80GB = 80e9 B, 80GiB; needs --model) or inf (default: 3m,10m,20m,inf; with --curve: only the curve)",
@@ -28,8 +30,8 @@ def trace(
                                         "the trace's working set, all from one LRU pass (lru only)",
                                         rich_help_panel=R)] = False,
     curve_points: Annotated[Optional[int], typer.Option(
-        "--curve-points", help="points of the --curve grid (implies --curve; default 20)", show_default=False,
-        rich_help_panel=R)] = None,
+        "--curve-points", help=f"points of the --curve grid (implies --curve; default 20; 1 to {MAX_CURVE_POINTS:,})",
+        show_default=False, rich_help_panel=R)] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="skip and count bad lines instead of stopping at the "
                                            "first one", rich_help_panel=R)] = False,
     model: Annotated[Optional[str], typer.Option(
@@ -38,7 +40,8 @@ def trace(
     hardware: Annotated[Optional[str], typer.Option(
         "--hardware", help="with --model: add the node's KV budget (after the weights) as a capacity, marked on "
         "the --plot chart", show_default=False, rich_help_panel=R)] = None,
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs in that node", rich_help_panel=R)] = 8,
+    gpus: Annotated[int, typer.Option("--gpus", help=f"GPUs in that node (1 to {MAX_GPUS:,})",
+                                      rich_help_panel=R)] = 8,
     plot: Annotated[Optional[str], typer.Option(
         "--plot", help="with --curve: write the hit-rate curve to FILE.png | .svg | .html, the given capacities "
         "marked (needs the extra: pip install 'kvcalc[plot]')", show_default=False, rich_help_panel="Output")] = None,
@@ -68,15 +71,16 @@ def trace(
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, check_positive
+    from kvcalc.out.units import check_positive
     from kvcalc.trace.report import (DEFAULT_CAPACITIES, DEFAULT_CURVE_POINTS, TraceInputs, parse_capacity_list,
                                      trace_result)
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
     check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
+    check_positive(gpus, "--gpus", limit=MAX_GPUS)
     if curve_points is not None:
-        check_positive(curve_points, "--curve-points")
+        check_positive(curve_points, "--curve-points", limit=MAX_CURVE_POINTS)
     use_curve = curve or curve_points is not None
     specs = parse_capacity_list(capacity, "--capacity") if capacity is not None else (
         [] if use_curve else parse_capacity_list(DEFAULT_CAPACITIES))
@@ -93,7 +97,6 @@ def trace(
         from kvcalc.trace.node_cache import node_cache_tokens
         from kvcalc.trace.report import CapacitySpec
 
-        check_positive(gpus, "--gpus", limit=MAX_GPUS)
         specs = [*specs, CapacitySpec(f"{gpus} x {catalog.name_of(hardware)}", tokens=node_cache_tokens(
             catalog.load_model(model), catalog.load_hardware(hardware), gpus, block_tokens, opts))]
     inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,

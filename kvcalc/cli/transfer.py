@@ -7,21 +7,22 @@ from typing import Annotated, Optional
 import typer
 
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
+from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, MAX_OVERLAP_US, MAX_REQUESTS, MAX_TOKENS, MIN_MFU
 
 
 def transfer(
     model: Annotated[str, typer.Option("--model", "-m", help="model preset or TOML path")] = "deepseek-v4-flash",
-    context: Annotated[str, typer.Option("--context", "-c", help="tokens per request (4k = 4,096)")] = "4k",
-    requests: Annotated[int, typer.Option("--requests", "-n", help="requests in the batch payload")] = 100,
-    block_tokens: Annotated[int, typer.Option("--block-tokens", "-b", help="tokens per paged block (V4 needs a multiple of 128)")] = 256,
+    context: Annotated[str, typer.Option("--context", "-c", help=f"tokens per request (4k = 4,096; at most {MAX_TOKENS:,})")] = "4k",
+    requests: Annotated[int, typer.Option("--requests", "-n", help=f"requests in the batch payload (1 to {MAX_REQUESTS:,})")] = 100,
+    block_tokens: Annotated[int, typer.Option("--block-tokens", "-b", help=f"tokens per paged block (V4 needs a multiple of 128; at most {MAX_BLOCK_TOKENS:,})")] = 256,
     link: Annotated[Optional[list[str]], typer.Option(
         "--link", "-l", help="link preset or TOML path with bandwidth and latency (repeatable; default: PCIe Gen5, "
         "NVLink4, IB NDR400, 100 GbE, 10 GbE, NVMe Gen5)", show_default=False)] = None,
     bandwidth: Annotated[str, typer.Option("--bandwidth", help="measured | theoretical link bandwidth")] = "measured",
-    overlap_us: Annotated[float, typer.Option("--overlap-us", help="window a speculative prefetch hides behind [us] (exposed = max(0, time - overlap))")] = 0.0,
+    overlap_us: Annotated[float, typer.Option("--overlap-us", help=f"window a speculative prefetch hides behind [us] (exposed = max(0, time - overlap); at most {MAX_OVERLAP_US:,.0f})")] = 0.0,
     hardware: Annotated[str, typer.Option("--hardware", help="hardware preset or TOML path (prefill time, host link)")] = "h100-sxm",
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs doing the prefill")] = 8,
-    mfu: Annotated[str, typer.Option("--mfu", help="prefill share of the dense peak for the model's weight dtype, e.g. 0.2 or 20% (end to end: ~15-24%)")] = "0.2",
+    gpus: Annotated[int, typer.Option("--gpus", help=f"GPUs doing the prefill (1 to {MAX_GPUS:,})")] = 8,
+    mfu: Annotated[str, typer.Option("--mfu", help=f"prefill share of the dense peak for the model's weight dtype, e.g. 0.2 or 20% (end to end: ~15-24%; at least {MIN_MFU:g})")] = "0.2",
     tiers: Annotated[bool, typer.Option("--tiers", help="add the DRAM/SSD tier table: prefix-cache hit load vs recompute")] = False,
     dram: Annotated[str, typer.Option("--dram", help="host DRAM per node for --tiers, e.g. 1TB or 1TiB")] = "1TB",
     ssd: Annotated[str, typer.Option("--ssd", help="SSD per node for --tiers")] = "8TB",
@@ -43,8 +44,7 @@ def transfer(
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import (MAX_BLOCK_TOKENS, MAX_GPUS, MAX_REQUESTS, check_positive, parse_bytes, parse_fraction,
-                                  parse_tokens, us_to_s)
+    from kvcalc.out.units import check_positive, parse_bytes, parse_fraction, parse_tokens, us_to_s
     from kvcalc.serve.transfer import DEFAULT_LINKS, TransferInputs, transfer_result
 
     check_format(fmt)
@@ -54,8 +54,8 @@ def transfer(
     inp = TransferInputs(
         context_tokens=parse_tokens(context, "--context"), requests=int(check_positive(requests, "--requests", limit=MAX_REQUESTS)),
         block_tokens=int(check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)), bandwidth=bandwidth,
-        overlap_s=us_to_s(check_positive(overlap_us, "--overlap-us", allow_zero=True)),
-        gpus=int(check_positive(gpus, "--gpus", limit=MAX_GPUS)), mfu=parse_fraction(mfu, "--mfu"))
+        overlap_s=us_to_s(check_positive(overlap_us, "--overlap-us", allow_zero=True, limit=MAX_OVERLAP_US)),
+        gpus=int(check_positive(gpus, "--gpus", limit=MAX_GPUS)), mfu=parse_fraction(mfu, "--mfu", MIN_MFU))
     dram_bytes, ssd_bytes = parse_bytes(dram, "--dram"), parse_bytes(ssd, "--ssd")
     hw = catalog.load_hardware(hardware)
     links = [(catalog.name_of(ref), catalog.load_link(ref)) for ref in (link or DEFAULT_LINKS)]

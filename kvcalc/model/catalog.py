@@ -45,31 +45,103 @@ def _looks_like_path(ref: str) -> bool:
     return ref.endswith(".toml") or "/" in ref or "\\" in ref
 
 
+# A preset file is a few kB; a user's file past this is a mistake (or hostile: millions of keys), refused before
+# it is parsed, in bounded memory (at most MAX_PRESET_BYTES + 1 bytes are read).
+MAX_PRESET_BYTES = 2**20
+
+
+def _shown(ref: str, limit: int = 80) -> str:
+    """``ref`` as quoted in a message, cut to ``limit`` characters (a name may be hundreds long)."""
+    return repr(ref) if len(ref) <= limit else repr(ref[:limit]) + f"... ({len(ref):,} characters)"
+
+
+def check_regular_file(path: Path, shown: str) -> int:
+    """The size of ``path`` [B] if it is a regular file; else InputError naming it and saying what it is. Uses
+    stat, never open, so a FIFO or a device does not block."""
+    import stat
+
+    try:
+        st = path.stat()
+    except OSError as e:
+        reason = "no such file" if isinstance(e, FileNotFoundError) else f"cannot read: {e.strerror or e}"
+        raise InputError(f"{shown}: {reason}") from None
+    except ValueError as e:  # e.g. an embedded NUL byte
+        raise InputError(f"{shown}: not a usable file name ({e})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{shown}: is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{shown}: not a regular file (a FIFO, socket or device?)")
+    return st.st_size
+
+
+def user_path(ref: str) -> Path:
+    """A path a user gave, with ``~`` and ``~user`` expanded (InputError when the user does not exist)."""
+    try:
+        return Path(ref).expanduser()
+    except RuntimeError:  # Path.expanduser: "Could not determine home directory."
+        raise InputError(f"{_shown(ref)}: cannot expand {ref.split('/')[0]!r} (no such user or no home "
+                         "directory)") from None
+
+
 def preset_path(kind: str, ref: str) -> Path:
-    """Resolve a preset name or a file path to an existing file, or raise with close matches."""
+    """Resolve a preset name or a file path to an existing regular file, or raise with close matches."""
     if _looks_like_path(ref):
-        path = Path(ref).expanduser()
-        if not path.is_file():
-            raise InputError(f"{ref}: no such file")
+        path = user_path(ref)
+        check_regular_file(path, ref)
         return path
+    what = kind[:-1] if kind.endswith("s") else kind
+    if not ref.strip() or "\0" in ref:
+        raise PresetNotFound(f"unknown {what} preset {_shown(ref)}; known: {', '.join(names(kind))}")
     path = presets_root() / kind / f"{ref}.toml"
-    if path.is_file():
-        return path
+    try:
+        if path.is_file():
+            return path
+    except OSError:  # "File name too long" and the like: not a preset name
+        pass
     known = names(kind)
     close = difflib.get_close_matches(ref, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(known)}"
-    raise PresetNotFound(f"unknown {kind[:-1] if kind.endswith('s') else kind} preset {ref!r}{hint}")
+    raise PresetNotFound(f"unknown {what} preset {_shown(ref)}{hint}")
+
+
+def is_dir(ref: str) -> bool:
+    """Whether a reference names an existing directory (False for names the OS refuses: too long, NUL, ~nobody)."""
+    try:
+        return Path(ref).expanduser().is_dir()
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def read_text_bounded(path: Path, limit: int, what: str = "a preset") -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes, reading at most limit + 1 bytes; InputError
+    naming the file when it is not a regular file, too large (the limit said) or not UTF-8 (the byte said)."""
+    shown_limit = f"{limit:,} B = {limit / 2**20:g} MiB"
+    size = check_regular_file(path, str(path))
+    if size > limit:
+        raise InputError(f"{path}: {size:,} bytes is too large for {what} (limit {shown_limit})")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(raw) > limit:  # grew since stat
+        raise InputError(f"{path}: too large for {what} (limit {shown_limit})")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start:,}: {raw[e.start:e.start + 1]!r})") from None
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; malformed TOML -> InputError naming the file and the parser's reason."""
+    """Parse a TOML file -> dict; InputError naming the file when it is not a regular file, is larger than
+    MAX_PRESET_BYTES (read at most that + 1 bytes), is not UTF-8, nests too deeply or is malformed TOML."""
+    text = read_text_bounded(path, MAX_PRESET_BYTES)
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{path}: malformed TOML: {e}") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    except RecursionError:
+        raise InputError(f"{path}: malformed TOML: nested too deeply") from None
 
 
 def validation_message(path: Path | str, err) -> str:
@@ -130,7 +202,7 @@ def load(kind: str, ref: str):
 
 def load_model(ref: str):
     """A model preset by name, TOML path, or a Hugging Face config.json (or a folder holding one)."""
-    if ref.endswith(".json") or (not ref.endswith(".toml") and Path(ref).expanduser().is_dir()):
+    if ref.endswith(".json") or (not ref.endswith(".toml") and is_dir(ref)):
         return _load_config(str(Path(ref).expanduser().resolve()))  # config_import is loaded only here
     return load("models", ref)
 
@@ -140,11 +212,13 @@ def _load_config(ref: str):
     """A model read from a config.json: the importer checks every field it reads, so the preset is built
     directly (no pydantic: reading a config costs little more than a shipped preset)."""
     from kvcalc.model.config_import import import_config
-    from kvcalc.model.schema import ModelPreset, build
+    from kvcalc.model.schema import ModelPreset, build, check_bounds
 
     imported = import_config(ref)
     try:
-        return build(ModelPreset, imported.preset)
+        preset = build(ModelPreset, imported.preset)
+        check_bounds(preset)  # what validation bounds for a TOML file (hidden_size 1e30 -> params overflow)
+        return preset
     except (TypeError, ValueError) as e:
         raise InputError(f"{imported.path}: {e}") from None
 
@@ -162,6 +236,6 @@ def load_link(ref: str):
 def name_of(ref: str) -> str:
     """The display name of a reference: the stem of a path (a config.json's folder), or the name itself."""
     path = Path(ref)
-    if path.name == "config.json" or (not ref.endswith((".toml", ".json")) and path.is_dir()):
+    if path.name == "config.json" or (not ref.endswith((".toml", ".json")) and is_dir(ref)):
         return (path.parent if path.name == "config.json" else path).resolve().name
     return path.stem if _looks_like_path(ref) or ref.endswith(".json") else ref

@@ -23,6 +23,13 @@ from pathlib import Path
 from kvcalc.out.errors import InputError
 
 CONFIG_NAME = "config.json"
+# Bounds of a config's integers (layers, heads, dims, vocabulary: a real config is far below; past them a layer
+# pattern of that length would be built) and of its token counts (windows, context, top-k).
+MAX_CONFIG_INT = 2**24
+MAX_CONFIG_TOKENS = 2**40
+LONG_FIELDS = {"max_position_embeddings", "sliding_window", "attention_chunk_size", "index_topk"}
+# A config.json is a few kB; a model.safetensors.index.json lists every tensor (DeepSeek V3's ~91,000: ~9 MB).
+MAX_JSON_BYTES = 64 * 2**20
 # layer_types values -> our kinds (transformers' names, plus the short forms some configs use)
 LAYER_TYPES = {"full_attention": "full", "attention": "full", "global": "full", "full": "full",
                "sliding_attention": "sliding", "sliding": "sliding", "local": "sliding",
@@ -39,25 +46,29 @@ CLASS_DEFAULTS = {"gemma3_text": ("Gemma3TextConfig", {"sliding_window_pattern":
 
 def config_file(ref: str) -> Path:
     """The config.json a reference points at: the file itself, or ``config.json`` inside a folder."""
-    path = Path(ref).expanduser()
-    if path.is_dir():
+    from kvcalc.model.catalog import check_regular_file, is_dir, user_path
+
+    path = user_path(ref)
+    if is_dir(ref):
         path = path / CONFIG_NAME
-        if not path.is_file():
+        if not path.exists():
             raise InputError(f"{ref}: no {CONFIG_NAME} in this folder")
-    elif not path.is_file():
-        raise InputError(f"{ref}: no such file")
+    check_regular_file(path, ref)
     return path
 
 
 def read_json(path: Path) -> dict:
-    """Parse a JSON object; not JSON -> InputError naming the file, line and reason."""
+    """Parse a JSON object; not JSON -> InputError naming the file, line and reason (a FIFO, a file over
+    MAX_JSON_BYTES, not UTF-8 or nested too deeply too)."""
+    from kvcalc.model.catalog import read_text_bounded
+
+    text = read_text_bounded(path, MAX_JSON_BYTES, "a JSON config")
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not JSON: {e.msg} (line {e.lineno})") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    except RecursionError:
+        raise InputError(f"{path}: not JSON we can read: nested too deeply") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a config (a JSON object was expected)")
     return data
@@ -112,8 +123,9 @@ class Config:
             return self.data[key]
         return default
 
-    def int(self, key: str, default=None, minimum: int = 1, what: str = ""):
-        """An integer field >= ``minimum``; absent -> ``default`` (None default = required)."""
+    def int(self, key: str, default=None, minimum: int = 1, what: str = "", maximum: int | None = None):
+        """An integer field in [minimum, maximum]; absent -> ``default`` (None default = required). ``maximum``
+        defaults to MAX_CONFIG_INT, or MAX_CONFIG_TOKENS for the token counts in LONG_FIELDS."""
         value = self.get(key)
         if value is None:
             if default is None:
@@ -123,6 +135,10 @@ class Config:
             self.fail(key, f"{value!r} is not an integer")
         if value < minimum:
             self.fail(key, f"{value} must be {'> 0' if minimum == 1 else f'>= {minimum}'}")
+        limit = maximum or (MAX_CONFIG_TOKENS if key in LONG_FIELDS else MAX_CONFIG_INT)
+        if value > limit:
+            shown = f"{value:,}" if value < 10**21 else f"a {len(str(value))}-digit number"
+            self.fail(key, f"{shown} is absurdly large (limit {limit:,})")
         return value
 
     def assume(self, key: str, value, why: str):
@@ -259,7 +275,7 @@ def map_groups(cfg: Config) -> tuple[list[dict], dict]:
         from kvcalc.model import config_v4
 
         return config_v4.groups(cfg, _mtp_layers(cfg))
-    layers = cfg.int("num_hidden_layers", what="the layer count")
+    layers = cfg.int("num_hidden_layers", what="the layer count", maximum=2**16)
     hidden = cfg.int("hidden_size")
     kinds = _pattern(cfg, layers)
     count = {k: kinds.count(k) for k in ("full", "sliding", "chunked", "linear", "mamba")}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from kvcalc.model import catalog
 from kvcalc.out.errors import InputError, PresetNotFound
 
@@ -22,9 +20,7 @@ def guess_kind(data: dict, path) -> str:
 
 def validate_file(ref: str, kind: str | None) -> str:
     """Validate a file (or a shipped name) -> its kind; InputError on the first problem."""
-    path = Path(ref)
-    if not path.is_file():
-        raise InputError(f"{ref}: no such file")
+    path = catalog.user_path(ref)
     data = catalog.read_toml(path)
     kind = kind or guess_kind(data, path)
     catalog.validate(kind, data, path)
@@ -34,7 +30,7 @@ def validate_file(ref: str, kind: str | None) -> str:
 def find(name: str, kind: str | None):
     """Find a preset by name (any kind unless given) or path -> (kind, path, preset)."""
     if kind is None and name.endswith(".toml"):
-        kind = guess_kind(catalog.read_toml(Path(name)), name)
+        kind = guess_kind(catalog.read_toml(catalog.user_path(name)), name)
     kinds = [kind] if kind else [k for k in catalog.KINDS if (catalog.presets_root() / k).is_dir()]
     last = None
     for k in kinds:

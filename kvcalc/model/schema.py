@@ -55,7 +55,29 @@ NonNegFloat = Annotated[float, Bounds(ge=0)]
 PositiveInt = Annotated[int, Bounds(gt=0)]
 NonNegInt = Annotated[int, Bounds(ge=0)]
 Fraction = Annotated[float, Bounds(gt=0, le=1)]
-TokenCount = Annotated[int, Bounds(gt=0, le=2**40)]
+TokenCount = Annotated[int, Bounds(gt=0, le=units.MAX_TOKENS)]
+
+# Sane physical ranges of the preset numbers. A user's file past them is a typo, and would overflow later
+# (hbm_gb = 1e308 -> infinite bytes; fp8_dense_tflops = 1e308 or a 5e-324 GB/s link -> a division giving inf or
+# 0): refused at validation, where the message can name the field. Each range is wide enough for any real part
+# today and several generations on (the shipped presets sit well inside).
+Dim = Annotated[int, Bounds(gt=0, le=2**16)]         # layers, heads, head dims, ranks: <= 65,536 (today <= ~200)
+HiddenSize = Annotated[int, Bounds(gt=0, le=2**20)]  # model width (today <= ~16k)
+VocabSize = Annotated[int, Bounds(gt=0, le=2**24)]   # vocabulary (today <= ~260k)
+WindowTokens = Annotated[int, Bounds(ge=0, le=units.MAX_TOKENS)]
+EntryBytes = Annotated[int, Bounds(gt=0, le=2**20)]  # one KV entry / a page alignment [B] (V4: 584; FlashMLA: 576)
+StateBytes = Annotated[int, Bounds(ge=0, le=2**30)]  # fixed state per layer per request [B]
+BlockMultiple = Annotated[int, Bounds(gt=0, le=units.MAX_BLOCK_TOKENS)]
+Billions = Annotated[float, Bounds(gt=0, le=1e5)]    # parameters [billions]: 100,000 B (today's largest ~2,000)
+BytesPerParam = Annotated[float, Bounds(gt=0, le=8)]  # [B/param]: fp64 = 8 is the widest
+WeightsGb = Annotated[float, Bounds(gt=0, le=8e5)]  # all weights [GB]: 100,000 B params x 8 B
+KvBytesPerToken = Annotated[float, Bounds(ge=1e-3, le=1e9)]  # [B/token] (MHA 96 x 64 heads: 3.1 MB)
+MemoryGb = Annotated[float, Bounds(ge=1e-3, le=1e5)]  # per GPU [GB]: 1 MB to 100 TB (B200: 180)
+HbmTbPerS = Annotated[float, Bounds(ge=1e-3, le=1e3)]  # [TB/s]: 1 GB/s to 1 PB/s (H200: 4.8)
+Tflops = Annotated[float, Bounds(ge=1e-3, le=1e6)]   # dense peak [TFLOP/s]: 1 GFLOP/s to 1 EFLOP/s (B200 fp4: 9,000)
+UsdPerGpuHour = Annotated[float, Bounds(gt=0, le=units.MAX_USD_PER_GPU_HOUR)]
+LinkGbPerS = Annotated[float, Bounds(ge=1e-6, le=1e6)]  # [GB/s]: 1 kB/s to 1 PB/s (NVLink4: 900)
+LatencyUs = Annotated[float, Bounds(ge=0, le=1e9)]   # per transfer [us]: up to ~17 minutes
 
 # Bytes per element of a full-attention KV cache, by dtype.
 KV_DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
@@ -74,10 +96,10 @@ class Indexer:
     """A sparse-attention lightning indexer (DSA in V3.2, CSA in V4): one key per stored entry."""
 
     __pydantic_config__ = STRICT
-    top_k: PositiveInt
+    top_k: TokenCount
     """entries the main attention reads per decode step per layer"""
-    head_dim: PositiveInt = 128
-    heads: PositiveInt = 64
+    head_dim: Dim = 128
+    heads: Dim = 64
 
 
 @dataclass(frozen=True)
@@ -86,17 +108,17 @@ class FullGroup:
 
     __pydantic_config__ = STRICT
     kind: Literal["full"]
-    layers: PositiveInt
-    kv_heads: PositiveInt
-    head_dim: PositiveInt
+    layers: Dim
+    kv_heads: Dim
+    head_dim: Dim
     name: str = "full"
-    head_dim_v: Optional[PositiveInt] = None
+    head_dim_v: Optional[Dim] = None
     """V head dim when it differs from K's"""
-    window_tokens: Optional[PositiveInt] = None
+    window_tokens: Optional[TokenCount] = None
     """sliding window: stores min(L, W) tokens; absent = full attention"""
     mtp: bool = False
     """a multi-token-prediction layer, counted only with --mtp"""
-    chunk_tokens: Optional[PositiveInt] = None
+    chunk_tokens: Optional[TokenCount] = None
     """chunked local attention (Llama 4): a token attends only to its own chunk of C tokens, so a request
     holds the current chunk's ((L - 1) mod C) + 1 entries (vLLM ChunkedLocalAttentionSpec: "we hold KV for at
     most one chunk window", its pool reserving min(C + max_num_batched_tokens, max_model_len)); absent = none"""
@@ -104,7 +126,7 @@ class FullGroup:
     """K and V are one tensor, stored once (Gemma 4 attention_k_eq_v): kv_heads x head_dim per token"""
     kv_dtype: Optional[KvDtype] = None
     """this group's KV dtype when it differs from the model's kv_dtype (--kv-dtype still overrides)"""
-    q_heads: Optional[PositiveInt] = None
+    q_heads: Optional[Dim] = None
     """query heads of this group's layers (attention FLOPs); absent = the model's q_heads and head dims"""
 
     def __post_init__(self):
@@ -130,12 +152,12 @@ class LinearGroup:
 
     __pydantic_config__ = STRICT
     kind: Literal["linear"]
-    layers: PositiveInt
-    key_heads: PositiveInt
-    value_heads: PositiveInt
-    key_head_dim: PositiveInt
-    value_head_dim: PositiveInt
-    conv_kernel: PositiveInt = 4
+    layers: Dim
+    key_heads: Dim
+    value_heads: Dim
+    key_head_dim: Dim
+    value_head_dim: Dim
+    conv_kernel: Dim = 4
     name: str = "linear"
     mtp: bool = False
 
@@ -150,12 +172,12 @@ class MambaGroup:
 
     __pydantic_config__ = STRICT
     kind: Literal["mamba"]
-    layers: PositiveInt
-    heads: PositiveInt
-    head_dim: PositiveInt
-    state_size: PositiveInt
-    groups: PositiveInt = 1
-    conv_kernel: PositiveInt = 4
+    layers: Dim
+    heads: Dim
+    head_dim: Dim
+    state_size: Dim
+    groups: Dim = 1
+    conv_kernel: Dim = 4
     name: str = "mamba"
     mtp: bool = False
 
@@ -166,10 +188,10 @@ class MlaGroup:
 
     __pydantic_config__ = STRICT
     kind: Literal["mla"]
-    layers: PositiveInt
+    layers: Dim
     name: str = "mla"
-    kv_lora_rank: PositiveInt = 512
-    rope_head_dim: PositiveInt = 64
+    kv_lora_rank: Dim = 512
+    rope_head_dim: Dim = 64
     indexer: Optional[Indexer] = None
     """DSA lightning indexer (V3.2)"""
     mtp: bool = False
@@ -185,14 +207,14 @@ class CompressedGroup:
     __pydantic_config__ = STRICT
     kind: Literal["compressed"]
     name: str
-    layers: PositiveInt
-    window_tokens: NonNegInt = 128
+    layers: Dim
+    window_tokens: WindowTokens = 128
     """raw entries kept per layer: min(L, W); 0 = none"""
-    ratio: Optional[PositiveInt] = None
-    entry_bytes: PositiveInt = 584
+    ratio: Optional[TokenCount] = None
+    entry_bytes: EntryBytes = 584
     """448 fp8 + 64 bf16 rope + 7 UE8M0 scales + 1 pad [B]"""
     indexer: Optional[Indexer] = None
-    state_bytes_per_layer: NonNegInt = 0
+    state_bytes_per_layer: StateBytes = 0
     """fp32 compressor tail state, fixed per request [B]"""
     mtp: bool = False
 
@@ -213,24 +235,24 @@ class ModelPreset:
     source: str
     """where the numbers come from"""
     display_name: str
-    params_total_b: PositiveFloat
+    params_total_b: Billions
     """total parameters [billions]"""
-    params_active_b: PositiveFloat
+    params_active_b: Billions
     """parameters active per token [billions]"""
-    weight_bytes_per_param: PositiveFloat
+    weight_bytes_per_param: BytesPerParam
     """[B/param], e.g. 2 for BF16, 1 for FP8"""
-    weights_gb: Optional[PositiveFloat] = None
+    weights_gb: Optional[WeightsGb] = None
     """all weights [GB = 1e9 B], summed per component (e.g. FP4 experts next to BF16 attention); absent =
     params_total x weight_bytes_per_param"""
-    q_heads: Optional[PositiveInt] = None
+    q_heads: Optional[Dim] = None
     """query heads (attention FLOPs)"""
-    qk_head_dim: Optional[PositiveInt] = None
+    qk_head_dim: Optional[Dim] = None
     """q.k dim per head (attention FLOPs)"""
-    v_head_dim: Optional[PositiveInt] = None
+    v_head_dim: Optional[Dim] = None
     """v dim per head (attention FLOPs)"""
-    vocab_size: Optional[PositiveInt] = None
+    vocab_size: Optional[VocabSize] = None
     """vocabulary [tokens]; with hidden_size gives the input embedding and LM head (vocab x hidden each)"""
-    hidden_size: Optional[PositiveInt] = None
+    hidden_size: Optional[HiddenSize] = None
     """model width [elements]"""
     tie_word_embeddings: bool = False
     """the LM head shares the input embedding's matrix (counted once in params_total_b)"""
@@ -240,14 +262,14 @@ class ModelPreset:
     (the model dtype), fp32 = what some engines keep for accuracy"""
     mla_layout: MlaLayout = "bf16"
     indexer_dtype: IndexerDtype = "fp8"
-    max_context_tokens: Optional[PositiveInt] = None
-    block_tokens_multiple: PositiveInt = 1
+    max_context_tokens: Optional[TokenCount] = None
+    block_tokens_multiple: BlockMultiple = 1
     """engines accept only blocks of a multiple of this many tokens"""
-    page_align_bytes: Optional[PositiveInt] = None
+    page_align_bytes: Optional[EntryBytes] = None
     """the kernel pads each layer's page of KV entries in a block up to a multiple of this [B] (FlashMLA: 576);
     indexer keys are not padded; absent = no padding"""
     layer_groups: list[LayerGroup] = field(default_factory=list)
-    as_stated_kv_bytes_per_token: Optional[PositiveFloat] = None
+    as_stated_kv_bytes_per_token: Optional[KvBytesPerToken] = None
     """a flat per-token figure as some source states it (no architecture)"""
 
     def __post_init__(self):
@@ -293,20 +315,20 @@ class HardwarePreset:
     schema_version: Literal[1]
     source: str
     display_name: str
-    hbm_gb: PositiveFloat
+    hbm_gb: MemoryGb
     """HBM capacity [GB = 1e9 B]"""
-    hbm_bandwidth_tb_per_s: PositiveFloat
+    hbm_bandwidth_tb_per_s: HbmTbPerS
     """HBM bandwidth [TB/s = 1e12 B/s]"""
-    bf16_dense_tflops: PositiveFloat
+    bf16_dense_tflops: Tflops
     host_link: str
     """link preset from HBM to host DRAM"""
-    usd_per_gpu_hour: PositiveFloat
+    usd_per_gpu_hour: UsdPerGpuHour
     usd_per_gpu_hour_source: str
-    fp8_dense_tflops: Optional[PositiveFloat] = None
-    fp4_dense_tflops: Optional[PositiveFloat] = None
+    fp8_dense_tflops: Optional[Tflops] = None
+    fp4_dense_tflops: Optional[Tflops] = None
     scaleup_link: Optional[str] = None
     """link preset between GPUs of one node"""
-    cuda_total_gib: Optional[PositiveFloat] = None
+    cuda_total_gib: Optional[MemoryGb] = None  # same range as hbm_gb (GiB here, ~7% more bytes: still far inside)
     """device memory as CUDA reports it (torch.cuda.mem_get_info total) [GiB = 2^30 B]: what vLLM multiplies by
     gpu_memory_utilization (e.g. 79.19-79.25 GiB on an 80 GB H100, 44.42 GiB on a 48 GB L40S)"""
     cuda_total_source: Optional[str] = None
@@ -350,11 +372,11 @@ class LinkPreset:
     schema_version: Literal[1]
     source: str
     display_name: str
-    bandwidth_gb_per_s: PositiveFloat
+    bandwidth_gb_per_s: LinkGbPerS
     """theoretical, one direction [GB/s = 1e9 B/s]"""
-    latency_us: NonNegFloat
+    latency_us: LatencyUs
     """fixed cost per transfer [us]"""
-    measured_bandwidth_gb_per_s: Optional[PositiveFloat] = None
+    measured_bandwidth_gb_per_s: Optional[LinkGbPerS] = None
     """measured [GB/s]"""
 
     def __post_init__(self):
@@ -415,6 +437,39 @@ def _build_value(tp, value):
 @functools.cache
 def _fields(cls):
     return {f.name: f.type for f in dataclasses.fields(cls)}
+
+
+def check_bounds(obj, where: str = "") -> None:
+    """Raise ValueError naming the first int/float field of a built preset (nested groups too) outside its
+    ``Bounds``: what pydantic checks for a user's TOML, for presets built without it (an imported config)."""
+    hints = typing.get_type_hints(type(obj), include_extras=True)
+    for f in dataclasses.fields(obj):
+        value, name = getattr(obj, f.name), f"{where}{f.name}"
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for i, v in items:
+            label = name if i is None else f"{name}.{i}"
+            if dataclasses.is_dataclass(v):
+                check_bounds(v, label + ".")
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                _check_limits(v, label, next((m.limits for m in _bounds_of(hints[f.name])), {}))
+
+
+def _bounds_of(tp):
+    """The Bounds annotations of a (possibly Optional) field type."""
+    base, meta = _strip(tp)
+    found = [m for m in meta if isinstance(m, Bounds)]
+    for arg in typing.get_args(base) if typing.get_origin(base) in (Union, types.UnionType) else ():
+        found += [m for m in _strip(arg)[1] if isinstance(m, Bounds)]
+    return found
+
+
+def _check_limits(v, label: str, limits: dict) -> None:
+    ops = {"gt": (lambda a, b: a > b, "greater than"), "ge": (lambda a, b: a >= b, "at least"),
+           "le": (lambda a, b: a <= b, "at most")}
+    for key, bound in limits.items():
+        ok, words = ops[key]
+        if not ok(v, bound):
+            raise ValueError(f"field {label!r}: {v:,} is out of range (must be {words} {bound:,})")
 
 
 def build(cls, data: dict):

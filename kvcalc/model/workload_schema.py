@@ -11,7 +11,15 @@ g groups puts request i (of N) in group floor(i x g / N): contiguous groups of N
 from dataclasses import dataclass, field
 from typing import Annotated, Literal, Optional
 
-from kvcalc.model.schema import STRICT, Bounds, Fraction, NonNegFloat, PositiveFloat, PositiveInt, TokenCount
+from kvcalc.model.schema import STRICT, Bounds, TokenCount, Tflops, UsdPerGpuHour
+from kvcalc.out import units
+
+# Bounds as for the command-line options (kvcalc.out.units), so a scenario file cannot do what a flag may not.
+RequestCount = Annotated[int, Bounds(gt=0, le=units.MAX_REQUESTS)]
+GpuCount = Annotated[int, Bounds(gt=0, le=units.MAX_GPUS)]
+Utilization = Annotated[float, Bounds(ge=units.MIN_MFU, le=1)]  # a share of a peak: below 0.1% is a typo
+DecodeRate = Annotated[float, Bounds(ge=units.MIN_DECODE_TOKENS_PER_S, le=units.MAX_DECODE_TOKENS_PER_S)]
+OverlapUs = Annotated[float, Bounds(ge=0, le=units.MAX_OVERLAP_US)]
 
 
 @dataclass(frozen=True)
@@ -19,9 +27,9 @@ class RequestClass:
     """``count`` requests of ``context_tokens`` input tokens each, generating ``output_tokens`` each."""
 
     __pydantic_config__ = STRICT
-    count: PositiveInt
+    count: RequestCount
     context_tokens: TokenCount
-    output_tokens: Annotated[int, Bounds(ge=0, le=2**40)] = 500
+    output_tokens: Annotated[int, Bounds(ge=0, le=units.MAX_TOKENS)] = 500
     name: str = "requests"
 
 
@@ -30,8 +38,8 @@ class SharedSegment:
     """A prefix of ``tokens`` tokens shared within each of ``groups`` groups of requests (1 = all)."""
 
     __pydantic_config__ = STRICT
-    tokens: PositiveInt
-    groups: PositiveInt = 1
+    tokens: TokenCount
+    groups: RequestCount = 1
     name: str = "shared"
 
 
@@ -82,27 +90,27 @@ class ScenarioPreset:
     model: str
     hardware: str
     workload: str
-    gpus: PositiveInt = 8
-    usd_per_gpu_hour: Optional[PositiveFloat] = None
+    gpus: GpuCount = 8
+    usd_per_gpu_hour: Optional[UsdPerGpuHour] = None
     """default: the hardware preset's"""
     price_source: Optional[str] = None
     compute_dtype: Literal["bf16", "fp8", "fp4"] = "fp8"
-    peak_tflops_per_gpu: Optional[PositiveFloat] = None
+    peak_tflops_per_gpu: Optional[Tflops] = None
     """overrides the datasheet's dense peak"""
     peak_source: Optional[str] = None
-    mfu_prefill: Fraction = 0.2
+    mfu_prefill: Utilization = 0.2
     mfu_source: str = ""
     attention_flops: bool = True
-    decode_tokens_per_s: Optional[PositiveFloat] = None
+    decode_tokens_per_s: Optional[DecodeRate] = None
     """per request [tok/s]; absent = the roofline estimate"""
     decode_source: str = ""
-    mfu_decode: Fraction = 0.5
-    hbm_bandwidth_utilization: Fraction = 0.9
-    hbm_utilization: Fraction = 0.9
+    mfu_decode: Utilization = 0.5
+    hbm_bandwidth_utilization: Utilization = 0.9
+    hbm_utilization: Utilization = 0.9
     warm: bool = False
     pd_link: Optional[str] = None
     """link preset from prefill to decode nodes (disaggregated serving); absent = prefill and decode share GPUs"""
-    pd_overlap_us: Optional[NonNegFloat] = None
+    pd_overlap_us: Optional[OverlapUs] = None
     """window a speculative prefetch hides the hand-off behind [us]; absent = one decode step"""
     ttft_model: Literal["processor-sharing", "fcfs", "even-split"] = "processor-sharing"
     """how concurrent requests arriving together share the node's prefill compute (even-split = the article's)"""

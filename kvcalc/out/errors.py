@@ -1,6 +1,7 @@
 """Error types and the exit codes they map to.
 
-Exit codes (the CLI's contract): 0 fine, 1 a ``--check`` failed, 2 bad input.
+Exit codes (the CLI's contract): 0 fine, 1 a ``--check`` failed, 2 bad input, 3 an internal error (a bug in
+kvcalc: one line asking to report it, never a traceback), 130 interrupted (Ctrl-C, as shells expect: 128 + SIGINT).
 Every error carries a one-line message that names the bad field, file or line.
 """
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
 
 
 class KvcalcError(Exception):

@@ -120,7 +120,7 @@ def _save(plt, fig, path: Path, title: str) -> None:
         else:
             fig.savefig(path, dpi=120, bbox_inches="tight")
     except OSError as e:
-        raise InputError(f"--plot {path}: cannot write ({e.strerror})") from None
+        raise InputError(f"--plot {path}: cannot write ({e.strerror or e})") from None
     finally:
         plt.close(fig)
 

@@ -32,6 +32,8 @@ _FORMATS = {
 def format_value(col: Column, row: dict) -> str:
     """One cell as text, by the column's unit kind."""
     v = row.get(col.key)
+    if isinstance(v, float) and not math.isfinite(v):  # the last line of defence: never inf/nan as a number
+        return "inf" if v > 0 and col.unbounded else "n/a"
     kind = row.get("kind", "float") if col.kind == "auto" else col.kind  # "auto": the row says its unit
     if kind == "fit":
         return units.fmt_count(v) if row.get("weights_fit", True) else "weights don't fit"
@@ -41,8 +43,6 @@ def format_value(col: Column, row: dict) -> str:
         return str(v)
     if kind == "bool":
         return "yes" if v else "no"
-    if isinstance(v, float) and math.isnan(v):
-        return "-"
     return _FORMATS[kind](v)
 
 

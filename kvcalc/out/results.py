@@ -19,6 +19,8 @@ class Column:
     key: str
     title: str
     kind: str = "float"
+    unbounded: bool = False
+    """+infinity is a meaningful value here (an unlimited cache) and shows as 'inf'; elsewhere it shows 'n/a'"""
 
 
 @dataclass(frozen=True)

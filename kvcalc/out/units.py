@@ -34,6 +34,24 @@ GIGA = 1e9
 MEGA = 1e6
 SECONDS_PER_HOUR = 3600.0
 
+# Bounds of every numeric option, in one place (each option's --help states its bound): past them a value is a
+# typo, not a plan, and would overflow a float, allocate terabytes or print $inf / infinite times.
+MAX_TOKENS = 2**40               # a context or output length [tokens] (1,099,511,627,776; 1M-token windows today)
+MAX_CAPACITY_TOKENS = 2**50      # a cache capacity [tokens]
+MAX_GPUS = 1_000_000             # GPUs in one deployment
+MAX_REQUESTS = 10**12            # requests in one workload or batch
+MAX_BLOCK_TOKENS = 2**24         # tokens per paged block (engines use 16 to 1,024)
+MAX_BLOCK_TABLES = 1_024         # block tables per request (vLLM: one per KV-cache group, a handful)
+MAX_ENTRY_BYTES = 1_024          # one block-table entry [B] (int32 = 4; the article assumes 16-24)
+MAX_CURVE_POINTS = 10_000        # points of a hit-rate curve (each is a row; the default is 20)
+MAX_KV_GROUP_SIZE = 2**20        # elements per int4 scale+zero group (KIVI: 32)
+MAX_SWEEP_POINTS = 10**9         # --max-points of a sweep (its default refuses grids over 10^7)
+MIN_MFU = 1e-3                   # a model-FLOPs utilisation below 0.1% is a typo (end to end: ~15-60%)
+MIN_DECODE_TOKENS_PER_S = 1e-3   # decode speed per request [tok/s]: one token in ~17 minutes
+MAX_DECODE_TOKENS_PER_S = 1e7    # decode speed per request [tok/s]: ~1e4x the fastest served today
+MAX_USD_PER_GPU_HOUR = 1e4       # price [USD per GPU-hour]: rentals are ~$1-$10
+MAX_OVERLAP_US = 3.6e9           # a prefetch window [us]: one hour
+
 TOKEN_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 CAPACITY_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
 BYTE_SUFFIXES = {
@@ -118,6 +136,13 @@ def usd_per_million(usd: float, count: float) -> float:
     return usd / count * MEGA
 
 
+def _shown(value) -> str:
+    """A number as quoted in a message: short, however many digits it has."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**21:
+        return f"a {len(str(abs(value)))}-digit number"
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
 def _finite_positive(value: float, what: str, allow_zero: bool = False) -> float:
     if math.isnan(value) or math.isinf(value):
         raise InputError(f"{what}: {value} is not a finite number")
@@ -126,43 +151,50 @@ def _finite_positive(value: float, what: str, allow_zero: bool = False) -> float
     return value
 
 
-def parse_tokens(text: str | int, what: str = "tokens", allow_zero: bool = False) -> int:
-    """Parse a token count such as ``4096``, ``4k`` (4,096) or ``1m`` (1,048,576) -> tokens [int]."""
-    if isinstance(text, int):
-        value = float(text)
-    else:
-        m = _TOKENS_RE.match(str(text))
-        if not m:
-            raise InputError(f"{what}: cannot read {text!r} as a token count (examples: 4096, 4k, 128k, 1m)")
-        value = float(m.group(1)) * TOKEN_SUFFIXES[m.group(2).lower()]
-    _finite_positive(value, what, allow_zero)
+def _whole_tokens(value: float, text, what: str, limit: int) -> int:
+    """A parsed token count (float) -> int, or InputError: not finite, not whole, over ``limit``."""
+    shown = repr(str(text)) if len(str(text)) <= 40 else repr(str(text)[:40]) + "..."
+    if math.isinf(value) or value > limit:
+        raise InputError(f"{what}: {shown} tokens is absurdly large (limit {limit:,})")
     if value != int(value):
-        raise InputError(f"{what}: {text!r} is not a whole number of tokens")
-    if value > 2**40:
-        raise InputError(f"{what}: {text!r} tokens is absurdly large (limit 2^40)")
+        raise InputError(f"{what}: {shown} is not a whole number of tokens")
     return int(value)
+
+
+def parse_tokens(text: str | int, what: str = "tokens", allow_zero: bool = False, limit: int = MAX_TOKENS) -> int:
+    """Parse a token count such as ``4096``, ``4k`` (4,096) or ``1m`` (1,048,576) -> tokens [int], at most
+    ``limit`` (MAX_TOKENS)."""
+    if isinstance(text, int):
+        check_positive(text, what, allow_zero, limit=limit)
+        return int(text)
+    m = _TOKENS_RE.match(str(text))
+    if not m:
+        raise InputError(f"{what}: cannot read {str(text)[:40]!r} as a token count (examples: 4096, 4k, 128k, 1m)")
+    value = float(m.group(1)) * TOKEN_SUFFIXES[m.group(2).lower()]
+    if not math.isinf(value):
+        _finite_positive(value, what, allow_zero)
+    return _whole_tokens(value, text, what, limit)
 
 
 def parse_token_capacity(text: str | int, what: str = "capacity") -> int:
-    """Parse a cache capacity in tokens, decimal: ``3m`` = 3,000,000, ``500k`` = 500,000 -> tokens [int]."""
+    """Parse a cache capacity in tokens, decimal: ``3m`` = 3,000,000, ``500k`` = 500,000 -> tokens [int], at
+    most MAX_CAPACITY_TOKENS."""
     m = _TOKENS_RE.match(str(text))
     if not m:
-        raise InputError(f"{what}: cannot read {text!r} as a token count (examples: 3m = 3,000,000, 500k, 20000)")
+        raise InputError(f"{what}: cannot read {str(text)[:40]!r} as a token count (examples: 3m = 3,000,000, "
+                         "500k, 20000)")
     value = float(m.group(1)) * CAPACITY_SUFFIXES[m.group(2).lower()]
-    _finite_positive(value, what)
-    if value != int(value):
-        raise InputError(f"{what}: {text!r} is not a whole number of tokens")
-    if value > 2**50:
-        raise InputError(f"{what}: {text!r} tokens is absurdly large (limit 2^50)")
-    return int(value)
+    if not math.isinf(value):
+        _finite_positive(value, what)
+    return _whole_tokens(value, text, what, MAX_CAPACITY_TOKENS)
 
 
-def parse_token_list(text: str, what: str = "tokens") -> list[int]:
+def parse_token_list(text: str, what: str = "tokens", limit: int = MAX_TOKENS) -> list[int]:
     """Parse a comma-separated list of token counts, e.g. ``4k,32k,1m`` -> [4096, 32768, 1048576]."""
     parts = [p for p in str(text).split(",") if p.strip()]
     if not parts:
         raise InputError(f"{what}: empty list")
-    return [parse_tokens(p, what) for p in parts]
+    return [parse_tokens(p, what, limit=limit) for p in parts]
 
 
 def parse_bytes(text: str, what: str = "bytes") -> float:
@@ -175,37 +207,42 @@ def parse_bytes(text: str, what: str = "bytes") -> float:
     return _finite_positive(value, what)
 
 
-def parse_fraction(text: str | float, what: str = "fraction") -> float:
-    """Parse ``0.9``, ``90%`` -> a fraction in (0, 1]."""
+def parse_fraction(text: str | float, what: str = "fraction", minimum: float | None = None) -> float:
+    """Parse ``0.9``, ``90%`` -> a fraction in (0, 1] (and >= minimum if given)."""
     if isinstance(text, (int, float)):
         value = float(text)
     else:
         m = _PERCENT_RE.match(str(text))
         if not m:
-            raise InputError(f"{what}: cannot read {text!r} as a fraction (examples: 0.9, 90%)")
+            raise InputError(f"{what}: cannot read {str(text)[:40]!r} as a fraction (examples: 0.9, 90%)")
         value = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
-    check_fraction(value, what)
+    check_fraction(value, what, minimum)
     return value
 
 
-def check_fraction(value: float, what: str) -> float:
-    """Raise InputError unless 0 < value <= 1."""
+def check_fraction(value: float, what: str, minimum: float | None = None) -> float:
+    """Raise InputError unless 0 < value <= 1 (and value >= minimum if given)."""
     if math.isnan(value) or not (0.0 < value <= 1.0):
         raise InputError(f"{what}: must be in (0, 1], got {value:g}")
+    if minimum is not None and value < minimum:
+        raise InputError(f"{what}: {value:g} is absurdly small (minimum {minimum:g})")
     return value
 
 
-# Upper bounds past which a count is a typo, not a plan.
-MAX_GPUS = 1_000_000
-MAX_REQUESTS = 10**12
-MAX_BLOCK_TOKENS = 2**24
-
-
-def check_positive(value: float, what: str, allow_zero: bool = False, limit: float | None = None) -> float:
-    """Raise InputError unless value is finite and > 0 (or >= 0 with allow_zero), and <= limit if given."""
+def check_positive(value: float, what: str, allow_zero: bool = False, limit: float | None = None,
+                   minimum: float | None = None) -> float:
+    """Raise InputError unless value is finite and > 0 (or >= 0 with allow_zero), <= limit and >= minimum if
+    given -> value as a float. An int of any size is compared exactly, before any conversion to float."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0 or (value == 0 and not allow_zero):
+            raise InputError(f"{what}: must be {'>= 0' if allow_zero else '> 0'}, got {_shown(value)}")
+        if (limit is not None and value > limit) or value > 2**53:
+            raise InputError(f"{what}: {_shown(value)} is absurdly large (limit {_shown(limit or 2**53)})")
     v = _finite_positive(float(value), what, allow_zero)
     if limit is not None and v > limit:
-        raise InputError(f"{what}: {value:,} is absurdly large (limit {limit:,})")
+        raise InputError(f"{what}: {_shown(value)} is absurdly large (limit {_shown(limit)})")
+    if minimum is not None and v < minimum and not (allow_zero and v == 0):
+        raise InputError(f"{what}: {_shown(value)} is absurdly small (minimum {_shown(minimum)})")
     return v
 
 

@@ -166,13 +166,13 @@ class TraceInputs:
 
 
 MAIN_COLUMNS = (
-    Column("capacity", "capacity", "text"), Column("capacity_tokens", "tokens", "int"),
-    Column("capacity_blocks", "blocks", "int"), Column("token_hit_rate", "token hit", "percent"),
+    Column("capacity", "capacity", "text"), Column("capacity_tokens", "tokens", "int", unbounded=True),
+    Column("capacity_blocks", "blocks", "int", unbounded=True), Column("token_hit_rate", "token hit", "percent"),
     Column("block_hit_rate", "block hit", "percent"), Column("requests", "requests", "int"),
     Column("input_tokens", "input tokens", "int"), Column("reused_tokens", "reused tokens", "int"),
     Column("peak_cached_blocks", "peak cached blocks", "int"),
 )
-BYTES_COLUMN = Column("capacity_bytes", "bytes held", "bytes")
+BYTES_COLUMN = Column("capacity_bytes", "bytes held", "bytes", unbounded=True)
 TRACE_COLUMNS = (
     Column("requests", "requests", "int"), Column("skipped_lines", "skipped", "int"),
     Column("duration_s", "duration", "s"), Column("input_mean_tokens", "in mean", "round"),

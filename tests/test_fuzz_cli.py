@@ -1,0 +1,436 @@
+"""Randomised CLI fuzz test (issue 9, Must hold): a few hundred command lines per command, seeded, mixing valid
+options with hostile values (negative, zero, NaN, inf, 400 digits, empty, unicode, unknown presets) and hostile
+files (not UTF-8, nested 5,000 deep, a FIFO, a directory, over the size limit, empty, missing).
+
+Every run must: exit 0, 1 (only with --check) or 2 (one line on stderr); print no traceback; print no inf or nan
+where a number goes (JSON must be strict: no Infinity/NaN). The CLI runs in-process (conftest.run_cli).
+KVCALC_FUZZ_CASES=N runs N cases per command (default 300) and KVCALC_FUZZ_SEED=S another seed, for a longer
+local hunt; the suite's run is deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+
+import pytest
+from conftest import REPO, run_cli
+
+CASES = int(os.environ.get("KVCALC_FUZZ_CASES", "300"))
+SEED = int(os.environ.get("KVCALC_FUZZ_SEED", "20261130"))
+
+HUGE = "1" + "0" * 400
+BAD_NUMBERS = ["-1", "0", "-0", "nan", "NaN", "inf", "-inf", "1e308", "-1e308", "5e-324", "1e-308", "1e400", HUGE,
+               "-" + HUGE, "9" * 400, "99999999999999999999", "", " ", "é", "\u0663", "\u00bd", "0x10", "1_000",
+               "1,000", "1.5", "4k", "\U0001f4a5", "--", "-", "1e", ".", "+1", "0.0000001", "18446744073709551617"]
+BAD_TOKENS = BAD_NUMBERS + ["4K", "1M", "1g", "1.5k", "4kk", "0k", "-4k", "4k,", ",", "4k,,1m", "1t", "2^20",
+                            "4k,1m,9" + "9" * 400]
+BAD_FRACTIONS = BAD_NUMBERS + ["90%", "100%", "101%", "0%", "%", "1.0000001", "0.5%%"]
+BAD_BYTES = BAD_NUMBERS + ["80GB", "80 GiB", "1e308GB", "5e-324B", "80XB", "GB", "-4GB", "0B", "1e400TiB"]
+BAD_NAMES = ["nosuch", "llama-3-70", "LLAMA-3-70B", "", " ", "a" * 300, "é", "../x", "nosuch.toml",
+             "~nosuchuser/m.toml", "/", ".", "-", "\U0001f4a5", "x" * 5000 + ".toml"]
+
+MODELS = ["llama-3-8b", "llama-3-70b", "mistral-7b-v0.1", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash",
+          "deepseek-v4-flash-article", "mha-96l-64h", "qwen2.5-7b"]
+HARDWARE = ["h100-sxm", "h200-sxm", "b200"]
+LINKS = ["pcie-gen5-x16", "nvlink4", "ib-ndr400"]
+CONFIGS = REPO / "tests" / "fixtures" / "configs"
+CONTEXTS = ["1", "16", "2000", "4k", "32k", "128k", "1m", "4096"]
+
+
+# ---------------------------------------------------------------- hostile files (written once per module)
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fuzz")
+    f = {}
+
+    def write(name, data):
+        p = d / name
+        p.write_bytes(data if isinstance(data, bytes) else data.encode())
+        f[name] = str(p)
+
+    write("latin1.toml", b'schema_version = 1\nsource = "caf\xe9"\n')
+    write("deep.toml", "x = " + "[" * 5000 + "]" * 5000 + "\n")
+    write("deeptable.toml", "x = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n")
+    write("huge.toml", b"k = 1\n" * (2**20 // 6 + 10))  # just over 1 MiB
+    write("empty.toml", b"")
+    write("bom.toml", b"\xef\xbb\xbfschema_version = 1\n")
+    write("malformed.toml", "source = [unclosed\n")
+    write("wrongkind.toml", 'schema_version = 1\nsource = "s"\ndisplay_name = "l"\nbandwidth_gb_per_s = 1.0\n'
+          'latency_us = 1.0\n')  # a link where a model or a scenario is expected
+    write("absurd-model.toml", 'schema_version = 1\nsource = "s"\ndisplay_name = "m"\nparams_total_b = 1e308\n'
+          'params_active_b = 1\nweight_bytes_per_param = 2\nas_stated_kv_bytes_per_token = 1e308\n')
+    write("tiny-model.toml", 'schema_version = 1\nsource = "s"\ndisplay_name = "m"\nparams_total_b = 0.001\n'
+          'params_active_b = 0.001\nweight_bytes_per_param = 0.001\nas_stated_kv_bytes_per_token = 0.001\n')
+    write("edge-link.toml", 'schema_version = 1\nsource = "s"\ndisplay_name = "l"\nbandwidth_gb_per_s = 1e-6\n'
+          'latency_us = 1e9\n')  # the slowest link the schema allows: times are huge but finite
+    write("tiny-link.toml", 'schema_version = 1\nsource = "s"\ndisplay_name = "l"\nbandwidth_gb_per_s = 5e-324\n'
+          'latency_us = 0\n')
+    write("edge-hw.toml", 'schema_version = 1\nsource = "s"\ndisplay_name = "h"\nhbm_gb = 1e5\n'
+          'hbm_bandwidth_tb_per_s = 1e-3\nbf16_dense_tflops = 1e-3\nhost_link = "pcie-gen5-x16"\n'
+          'usd_per_gpu_hour = 10000\nusd_per_gpu_hour_source = "s"\nfp8_dense_tflops = 1e6\n')
+    write("big-hw.toml", 'schema_version = 1\nsource = "s"\ndisplay_name = "h"\nhbm_gb = 1e308\n'
+          'hbm_bandwidth_tb_per_s = 3\nbf16_dense_tflops = 1e308\nhost_link = "pcie-gen5-x16"\n'
+          'usd_per_gpu_hour = 1e308\nusd_per_gpu_hour_source = "s"\n')
+    rng = random.Random(7)
+    lines, ids = [], 0
+    for i in range(40):  # a valid trace, 16 tokens per hash id, with shared prefixes
+        n = rng.randint(1, 300)
+        blocks = math.ceil(n / 16)
+        shared = rng.randint(0, min(blocks, 4))
+        lines.append(json.dumps({"timestamp": i * 250, "input_length": n, "output_length": rng.randint(0, 50),
+                                 "hash_ids": list(range(shared)) + list(range(ids, ids + blocks - shared))}))
+        ids += blocks
+    write("trace.jsonl", "\n".join(lines) + "\n")
+    write("latin1.json", b'{"model_type": "caf\xe9"}')
+    write("deep.json", "[" * 100_000 + "]" * 100_000)
+    write("list.json", "[1, 2]")
+    write("absurd.json", '{"model_type": "llama", "hidden_size": 1e400, "num_hidden_layers": ' + HUGE + ', '
+          '"num_attention_heads": -1, "num_key_value_heads": 0, "vocab_size": 1e308, "intermediate_size": "x"}')
+    cfg = json.loads((REPO / "tests" / "fixtures" / "configs" / "qwen3-32b" / "config.json").read_text())
+    for key, value in (("num_hidden_layers", 10**30), ("hidden_size", 2**24), ("head_dim", 0), ("vocab_size", 1e308),
+                       ("max_position_embeddings", -1), ("num_key_value_heads", 7)):
+        write(f"cfg-{key}.json", json.dumps(cfg | {key: value}))
+    (d / "empty-folder").mkdir()
+    f["empty-folder"] = str(d / "empty-folder")
+    write("trace-latin1.jsonl", b'{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [\xe9]}\n')
+    write("trace-empty.jsonl", b"")
+    write("trace-blank.jsonl", b"\n\n  \n")
+    (d / "out").mkdir()
+    f["out"] = str(d / "out")
+    (d / "dir.toml").mkdir()
+    f["dir.toml"] = str(d / "dir.toml")
+    f["missing.toml"] = str(d / "missing.toml")
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(d / "fifo.toml")
+        f["fifo.toml"] = str(d / "fifo.toml")
+    return f
+
+
+def hostile_files(files, trace=False):
+    """The hostile preset files, or (trace=True) the hostile trace files. A trace is read as a stream, and a FIFO
+    is a legitimate trace (``kvcalc trace <(zcat t.jsonl.gz)``): opening one without a writer waits, as ``cat``
+    does, so the FIFO is fuzzed as a preset file only."""
+    if not trace:
+        return [v for k, v in files.items() if not k.endswith((".jsonl", ".json"))]
+    either = ("dir.toml", "missing.toml", "latin1.toml", "huge.toml")
+    return [v for k, v in files.items() if (k.endswith(".jsonl") or k in either) and k != "trace.jsonl"]
+
+
+# ---------------------------------------------------------------- per-command generators
+
+class Gen:
+    """Builds one command line: each option is valid most of the time, hostile otherwise."""
+
+    def __init__(self, rng: random.Random, files: dict, hostile: float):
+        self.r, self.files, self.hostile = rng, files, hostile
+        self.args: list[str] = []
+
+    def pick(self, valid, bad):
+        bad = list(bad)
+        return self.r.choice(bad) if bad and self.r.random() < self.hostile else self.r.choice(list(valid))
+
+    def opt(self, flag, valid, bad=BAD_NUMBERS, p=0.35):
+        if self.r.random() < p:
+            self.args += [flag, str(self.pick(valid, bad))]
+
+    def flag(self, flag, p=0.2):
+        if self.r.random() < p:
+            self.args.append(flag)
+
+    def preset(self, flag, names, kind_files=(), p=0.35):
+        bad = BAD_NAMES + hostile_files(self.files) + [self.files[k] for k in kind_files]
+        self.opt(flag, names, bad, p)
+
+    def output(self, check_fields):
+        self.opt("--format", ["table", "json", "json", "csv", "markdown"], ["", "xml", "JSON", "é", "table "], p=0.9)
+        if self.r.random() < 0.25:
+            field = self.pick(check_fields, ["nosuch", "", "1x", "model"])
+            op = self.r.choice(["<", "<=", ">", ">=", "==", "!="])
+            num = self.pick(["0", "1", "0.5", "1e12", "-3"], ["nan", "inf", HUGE, "", "1e999", "x"])
+            self.args += ["--check", f"{field} {op} {num}" if self.r.random() > 0.05 else self.pick([""], BAD_NAMES)]
+        self.flag("--explain", 0.15)
+
+    def kv_layout(self):
+        self.opt("--kv-dtype", ["bf16", "fp8", "int4", "fp16"], ["fp7", "", "BF16", "é"], p=0.15)
+        self.opt("--mla-layout", ["bf16", "fp8", "fp8-flashmla"], ["fp4", "", "é"], p=0.15)
+        self.opt("--indexer-dtype", ["fp4", "fp8"], ["bf16", ""], p=0.15)
+        self.flag("--mtp", 0.1)
+
+
+def json_files(files):
+    """Hostile config.json models (and the folder of a valid one)."""
+    return [v for k, v in files.items() if k.endswith(".json")] + [files["empty-folder"], str(CONFIGS / "qwen3-32b")]
+
+
+def gen_kv(g: Gen):
+    g.args.append("kv")
+    for _ in range(g.r.choice([1, 1, 2, 3])):
+        g.args.append(g.pick(MODELS, BAD_NAMES + hostile_files(g.files) + json_files(g.files) + [
+            g.files["absurd-model.toml"], g.files["tiny-model.toml"]]))
+    g.opt("--context", CONTEXTS + ["4k,32k", "1,1m"], BAD_TOKENS, p=0.6)
+    g.kv_layout()
+    g.output(["kv_bytes_per_token", "kv_bytes_per_request"])
+
+
+def gen_capacity(g: Gen):
+    g.args.append("capacity")
+    for _ in range(g.r.choice([1, 1, 2])):
+        g.preset("--model", MODELS, ["tiny-model.toml", "absurd-model.toml", "cfg-num_hidden_layers.json",
+                                     "cfg-hidden_size.json", "cfg-head_dim.json", "latin1.json"], p=0.8)
+    g.preset("--hardware", HARDWARE, ["edge-hw.toml", "big-hw.toml"])
+    g.opt("--gpus", ["1", "8", "64", "1000000"])
+    g.opt("--context", CONTEXTS, BAD_TOKENS)
+    g.opt("--hbm-utilization", ["0.9", "90%", "0.001", "1"], BAD_FRACTIONS)
+    g.opt("--reserve", ["4GB", "4GiB", "0.5GB", "79GB"], BAD_BYTES, p=0.2)
+    g.opt("--attention", ["tp", "dp"], ["", "TP", "pp"], p=0.2)
+    g.opt("--block-tokens", ["16", "64", "256", str(2**24)])
+    g.preset("--link", LINKS, ["edge-link.toml", "tiny-link.toml"], p=0.2)
+    g.opt("--bandwidth", ["measured", "theoretical"], ["", "x"], p=0.2)
+    g.kv_layout()
+    g.output(["max_requests", "kv_bytes_per_token"])
+
+
+def gen_blocks(g: Gen):
+    g.args.append("blocks")
+    g.preset("--model", MODELS, ["tiny-model.toml"], p=0.8)
+    g.opt("--block-tokens", ["16", "16,256", "128,1024", "1"], BAD_TOKENS)
+    g.opt("--entry-bytes", ["4", "16", "24", "1024"])
+    g.opt("--tables", ["1", "3", "1024"])
+    g.opt("--max-overhead", ["1%", "0.01", "0.0001"], BAD_FRACTIONS)
+    g.opt("--context", CONTEXTS, BAD_TOKENS)
+    g.kv_layout()
+    g.output(["metadata_overhead", "block_bytes"])
+
+
+def gen_transfer(g: Gen):
+    g.args.append("transfer")
+    g.preset("--model", MODELS, ["tiny-model.toml"], p=0.6)
+    g.opt("--context", CONTEXTS, BAD_TOKENS)
+    g.opt("--requests", ["1", "100", "1000000", str(10**12)])
+    g.opt("--block-tokens", ["16", "128", "256"])
+    for _ in range(g.r.choice([0, 0, 1, 2])):
+        g.preset("--link", LINKS, ["edge-link.toml", "tiny-link.toml"], p=1)
+    g.opt("--bandwidth", ["measured", "theoretical"], ["", "x"], p=0.2)
+    g.opt("--overlap-us", ["0", "10", "1000", "3.6e9"])
+    g.preset("--hardware", HARDWARE, ["edge-hw.toml", "big-hw.toml"], p=0.25)
+    g.opt("--gpus", ["1", "8", "1000000"])
+    g.opt("--mfu", ["0.2", "20%", "0.001", "1"], BAD_FRACTIONS)
+    g.flag("--tiers", 0.3)
+    g.opt("--dram", ["1TB", "512GiB"], BAD_BYTES, p=0.2)
+    g.opt("--ssd", ["8TB", "1TB"], BAD_BYTES, p=0.2)
+    g.preset("--ssd-link", ["nvme-gen5"], ["edge-link.toml"], p=0.15)
+    g.kv_layout()
+    g.output(["latency_share", "time_s"])
+
+
+def _scenario(g: Gen, strategy: bool, trace: bool):
+    if strategy:
+        g.opt("--strategy", ["lru", "prefix-tree"], ["", "fifo", "LRU"], p=0.5)
+    g.preset("--scenario", ["article", "v4-flash-8xh100"], ["wrongkind.toml"], p=0.3)
+    g.preset("--model", MODELS, ["tiny-model.toml", "absurd-model.toml"], p=0.3)
+    g.preset("--hardware", HARDWARE, ["edge-hw.toml", "big-hw.toml"], p=0.25)
+    g.opt("--gpus", ["1", "8", "64", "1000000"], p=0.25)
+    g.opt("--price-per-gpu-hour", ["2", "12.5", "0.01", "10000"], p=0.25)
+    g.opt("--mfu-prefill", ["0.2", "20%", "0.001", "1"], BAD_FRACTIONS, p=0.25)
+    g.opt("--decode-tokens-per-s", ["60", "0.001", "1e7"], p=0.25)
+    g.flag(g.r.choice(["--warm", "--cold"]), 0.15)
+    g.flag(g.r.choice(["--attention-flops", "--no-attention-flops"]), 0.15)
+    g.preset("--pd-link", LINKS, ["edge-link.toml", "tiny-link.toml"], p=0.2)
+    g.opt("--pd-overlap-us", ["0", "100", "3.6e9"], p=0.15)
+    if trace and g.r.random() < 0.3:
+        g.args += ["--trace", g.pick([g.files["trace.jsonl"]], hostile_files(g.files, trace=True))]
+        g.opt("--capacity", ["inf", "3m", "1000", "80GB"], BAD_TOKENS + ["80XB"], p=0.5)
+        g.opt("--block-tokens", ["16", "16", "512"], p=0.7)
+        g.flag("--skip-bad", 0.3)
+    elif g.r.random() < 0.6:
+        requests = g.pick(["1", "10", "100", "1000", str(10**12)], BAD_NUMBERS)
+        g.args += ["--requests", requests, "--context", g.pick(CONTEXTS, BAD_TOKENS)]
+        g.opt("--output-tokens", ["0", "1", "500", str(2**40)])
+        for _ in range(g.r.choice([0, 1, 2])):  # a few groups: many groups is item 2's (performance) business
+            g.args += ["--shared-prefix", g.pick(["1", "500", "1k", "1k:5", "100:10", "16:1"],
+                                                 BAD_TOKENS + ["1k:0", "1k:-1", "1k:" + HUGE, "1k:", ":5", "1:2:3"])]
+    else:
+        g.preset("--workload", ["article-100"], ["wrongkind.toml"], p=0.3)
+    g.kv_layout()
+
+
+def gen_cost(g: Gen):
+    g.args.append("cost")
+    _scenario(g, strategy=True, trace=False)
+    g.output(["usd_per_mtok_blended", "ttft_max_s", "hit_rate"])
+
+
+def gen_compare(g: Gen):
+    g.args.append("compare")
+    _scenario(g, strategy=False, trace=True)
+    g.output(["usd_per_mtok_blended", "ttft_max_s", "hit_rate"])
+
+
+def gen_trace(g: Gen):
+    # trace-line hostility (nesting, huge numbers in lines) belongs to the trace reader's own tests; here: options
+    # and file-level hostility (directory, FIFO, missing, not UTF-8, empty)
+    g.args += ["trace", g.pick([g.files["trace.jsonl"]], hostile_files(g.files, trace=True))]
+    g.opt("--block-tokens", ["16", "16", "16", "512"], p=0.8)
+    g.opt("--capacity", ["inf", "3m", "1000", "100,inf", "80GB"], BAD_TOKENS + ["80XB", "inf,inf"], p=0.5)
+    g.opt("--policy", ["lru", "fifo"], ["", "LRU", "random"], p=0.3)
+    g.flag("--curve", 0.2)
+    g.opt("--curve-points", ["1", "5", "20", "10000"], p=0.2)
+    g.flag("--skip-bad", 0.2)
+    g.preset("--model", MODELS, ["tiny-model.toml"], p=0.25)
+    g.kv_layout()
+    g.output(["token_hit_rate", "block_hit_rate"])
+
+
+def gen_presets(g: Gen):
+    sub = g.pick(["list", "show", "validate", "schema"], ["", "nosuch", "LIST"])
+    g.args += ["presets", sub]
+    kinds = ["models", "hardware", "links", "workloads", "scenarios"]
+    bad_kinds = ["", "model", "é", "nosuch"]
+    if sub == "list":
+        if g.r.random() < 0.5:
+            g.args.append(g.pick(kinds, bad_kinds))
+        g.opt("--format", ["table", "json", "csv", "markdown"], ["", "xml"], p=0.5)
+    elif sub == "show":
+        g.args.append(g.pick(MODELS + HARDWARE + LINKS + ["article"], BAD_NAMES + hostile_files(g.files)))
+        g.opt("--kind", kinds, bad_kinds, p=0.3)
+        g.opt("--format", ["table", "json"], ["", "csv", "xml"], p=0.4)
+    elif sub == "validate":
+        good = [g.files[k] for k in ("tiny-model.toml", "edge-link.toml", "edge-hw.toml")]
+        for _ in range(g.r.choice([1, 1, 2])):
+            g.args.append(g.pick(good, BAD_NAMES + hostile_files(g.files) + [g.files["absurd-model.toml"],
+                                                                             g.files["big-hw.toml"]]))
+        g.opt("--kind", kinds, bad_kinds, p=0.3)
+    elif sub == "schema":
+        if g.r.random() < 0.7:
+            g.args.append(g.pick(kinds, bad_kinds))
+
+
+def gen_import(g: Gen):
+    valid = [str(CONFIGS / n) for n in ("qwen3-32b", "gpt-oss-120b", "qwen3-next-80b-a3b", "deepseek-v4-flash")]
+    valid.append(str(CONFIGS / "llama-4-scout" / "config.json"))
+    bad = [g.files[k] for k in ("latin1.json", "deep.json", "list.json", "absurd.json", "empty-folder", "dir.toml",
+                                "missing.toml", "latin1.toml", "fifo.toml") if k in g.files] + BAD_NAMES
+    g.args += ["import", g.pick(valid, bad)]
+    if g.r.random() < 0.2:
+        out = g.pick([g.files["out"] + f"/{g.r.randint(0, 9)}.toml"],
+                     [g.files["dir.toml"], g.files["empty-folder"], "", g.files["missing.toml"] + "/x/y.toml"])
+        g.args += ["--output", out]
+    g.opt("--name", ["Qwen", "my model"], ["", "é\n\t|", "a" * 5000, "\x00"], p=0.2)
+    g.opt("--source", ["https://huggingface.co/x"], ["", "\n", "é" * 1000], p=0.2)
+    g.output(["params_total", "kv_bytes_per_token"])
+
+
+SWEEP_VARY = {
+    "kv": ["model=llama-3-8b,deepseek-v3", "context=1k..1m:log5", "kv-dtype=bf16,fp8"],
+    "capacity": ["gpus=1..8:step1", "context=4k..128k:log4", "hardware=h100-sxm,h200-sxm",
+                 "hbm-utilization=0.5..0.9:lin3"],
+    "cost": ["mfu-prefill=0.1..0.5:lin3", "price-per-gpu-hour=1,10", "strategy=lru,prefix-tree"],
+    "compare": ["decode-tokens-per-s=10,60", "gpus=8,16", "output-tokens=0,500"],
+    "trace": ["capacity=1000,3m", "policy=lru,fifo"],
+}
+SWEEP_BAD = ["context=1..1e400:log5", "context=1k..1m:log1000000000", "gpus=1.." + HUGE + ":step1", "model=", "=", "",
+             "context=4k..1k:log3", "context=1k..1m:lin0", "context=1k..1m:logx", "nosuch=1", "context=nan..inf:log3",
+             "gpus=0..8:step1", "mfu-prefill=5e-324..1:lin3", "price-per-gpu-hour=1e308", "decode-tokens-per-s=1e-308",
+             "context=" + ",".join(["4k"] * 50), "context=1k..1m:step0", "context=1k..1m:step-1k", "model=nosuch,é",
+             "requests=" + HUGE, "context=1k..1m:log" + HUGE, "gpus=8,8,8", "context==4k", "context=4k..", "..:"]
+SWEEP_SET = {"kv": ["context=4k", "model=qwen2.5-7b"], "capacity": ["gpus=8", "hardware=h200-sxm"],
+             "cost": ["requests=100", "context=8k", "gpus=8"], "compare": ["requests=100", "context=8k"],
+             "trace": ["block-tokens=16"]}
+SWEEP_Y = {"kv": "kv_bytes_per_token", "capacity": "max_requests", "cost": "usd_per_mtok_blended",
+           "compare": "usd_per_mtok_blended", "trace": "token_hit_rate"}
+
+
+def gen_sweep(g: Gen):
+    target = g.pick(list(SWEEP_VARY), ["", "nosuch", "blocks", "KV"])
+    g.args += ["sweep", target]
+    vary, fixed = SWEEP_VARY.get(target, ["context=4k"]), SWEEP_SET.get(target, [])
+    for name in g.r.sample(vary, min(len(vary), g.r.choice([1, 1, 2]))):
+        g.args += ["--vary", g.pick([name], SWEEP_BAD)]
+    if target == "trace":
+        g.args += ["--set", "file=" + g.pick([g.files["trace.jsonl"]], hostile_files(g.files, trace=True))]
+    for text in fixed:  # cost and compare need both requests and context
+        if target in ("cost", "compare") or g.r.random() < 0.5:
+            name = text.split("=")[0]
+            g.args += ["--set", g.pick([text], [f"{name}={b}" for b in BAD_NUMBERS[:14]] + SWEEP_BAD[:6])]
+    g.args += ["--max-points", g.pick(["1000"], ["0", "-1", "1", HUGE, "nan", ""])]
+    g.opt("--format", ["table", "json", "csv", "markdown"], ["", "xml"], p=0.9)
+    if "--format" not in g.args or g.args[g.args.index("--format") + 1] == "table":
+        g.flag(g.r.choice(["--chart", "--no-chart"]), 0.3)
+    g.opt("--y", [SWEEP_Y.get(target, "x")], ["nosuch", ""], p=0.2)
+    g.opt("--x", [vary[0].split("=")[0]], ["nosuch", ""], p=0.1)
+    if g.r.random() < 0.15:
+        g.args += ["--check", g.pick([f"{SWEEP_Y.get(target, 'x')} >= 0"], ["nosuch > 1", "x"])]
+
+
+GENERATORS = {"kv": gen_kv, "capacity": gen_capacity, "blocks": gen_blocks, "transfer": gen_transfer,
+              "cost": gen_cost, "compare": gen_compare, "trace": gen_trace, "presets": gen_presets,
+              "sweep": gen_sweep, "import": gen_import}
+
+
+# ---------------------------------------------------------------- the properties
+
+_NON_FINITE = re.compile(r"(?<![\w.])[-+]?\$?(?:inf|nan)(?![\w])", re.IGNORECASE)  # as Python prints them
+
+
+def _no_infinity_in_json(text: str):
+    def refuse(name):
+        raise AssertionError(f"non-finite number {name} in JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _non_finite_in_text(out: str, command: str) -> list[str]:
+    """Places where inf/nan stands as a number. The trace's unlimited cache ('--capacity inf') is a value the user
+    asked for and is shown as 'inf' in its capacity columns: allowed there, in the trace command only."""
+    hits = _NON_FINITE.findall(out)
+    if command in ("trace", "compare"):
+        hits = [h for h in hits if h.lower() != "inf"]
+    return hits
+
+
+def check_run(args: list[str], r) -> list[str]:
+    """The problems of one run (empty = fine)."""
+    problems = []
+    if r.code not in (0, 1, 2):
+        problems.append(f"exit {r.code}")
+    if r.code == 1 and "--check" not in args:
+        problems.append("exit 1 without --check")
+    if "Traceback" in r.out + r.err or 'File "' in r.err:
+        problems.append("traceback")
+    if r.code == 2 and len(r.err.strip().splitlines()) != 1:
+        problems.append(f"{len(r.err.strip().splitlines())} error lines")
+    if r.code in (0, 1):
+        fmt = args[args.index("--format") + 1] if "--format" in args else "table"
+        if fmt == "json" and args[:2] != ["presets", "schema"]:
+            try:
+                _no_infinity_in_json(r.out)
+            except (AssertionError, ValueError) as e:
+                problems.append(f"bad JSON: {e}")
+        elif _non_finite_in_text(r.out, args[0]):
+            problems.append(f"inf/nan printed: {_non_finite_in_text(r.out, args[0])[:3]}")
+    return problems
+
+
+@pytest.mark.parametrize("command", list(GENERATORS))
+def test_fuzz_command(command, files, monkeypatch):
+    rng = random.Random(f"{SEED}-{command}")
+    failures, codes = [], {0: 0, 1: 0, 2: 0}
+    for i in range(CASES):
+        g = Gen(rng, files, hostile=rng.choice([0.0, 0.1, 0.3, 0.6]))
+        GENERATORS[command](g)
+        # the table's width: wide mostly, sometimes narrow or hostile (0, 1, garbage, thousands of digits)
+        monkeypatch.setenv("COLUMNS", g.pick(["200", "200", "120", "80"], ["40", "20", "1", "0", "", "-5", "x",
+                                                                             "9" * 5000]))
+        r = run_cli(*g.args)
+        codes[r.code] = codes.get(r.code, 0) + 1
+        problems = check_run(g.args, r)
+        if problems:
+            failures.append(f"{problems}: kvcalc {' '.join(repr(a)[:80] for a in g.args)}\n  err: {r.err[:300]}")
+    assert not failures, f"{len(failures)} of {CASES} failed:\n" + "\n".join(failures[:10])
+    # the mix is useful only if it reaches both the computations and the errors
+    assert codes[0] >= CASES // 10 and codes[2] >= CASES // 10, codes
