@@ -301,6 +301,10 @@ class HardwarePreset:
     fp4_dense_tflops: Optional[PositiveFloat] = None
     scaleup_link: Optional[str] = None
     """link preset between GPUs of one node"""
+    host_dram_gb_per_gpu: Optional[PositiveFloat] = None
+    """host DRAM of the reference node per GPU [GB = 1e9 B] (a KV tier below HBM)"""
+    local_ssd_gb_per_gpu: Optional[PositiveFloat] = None
+    """local NVMe data storage of the reference node per GPU [GB = 1e9 B] (a KV tier below DRAM)"""
 
     def __post_init__(self):
         if not self.source.strip() or not self.usd_per_gpu_hour_source.strip():
@@ -310,6 +314,16 @@ class HardwarePreset:
     def hbm_bytes(self) -> float:
         """HBM capacity per GPU [B]."""
         return units.gb_to_bytes(self.hbm_gb)
+
+    @property
+    def host_dram_bytes_per_gpu(self) -> Optional[float]:
+        """Host DRAM per GPU [B]; None when the preset does not say."""
+        return None if self.host_dram_gb_per_gpu is None else units.gb_to_bytes(self.host_dram_gb_per_gpu)
+
+    @property
+    def local_ssd_bytes_per_gpu(self) -> Optional[float]:
+        """Local NVMe storage per GPU [B]; None when the preset does not say."""
+        return None if self.local_ssd_gb_per_gpu is None else units.gb_to_bytes(self.local_ssd_gb_per_gpu)
 
     @property
     def hbm_bandwidth_bytes_per_s(self) -> float:
