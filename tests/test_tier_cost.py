@@ -47,7 +47,8 @@ def test_two_tiers_by_hand(four: str) -> None:
 
 
 def test_slow_link_is_recomputed(four: str) -> None:
-    # 10 GbE: 2 x 50 us + 3,932,160 B / 1.25 GB/s = 3.246 ms > 535 us of prefill avoided -> recompute
+    # 10 GbE: one block loads in 50 us + 1,310,720 B / 1.25 GB/s = 1.099 ms > 4 tokens x 44.6 us = 178 us of
+    # prefill -> recompute; the tier's load: 2 x 50 us + 3,932,160 B / 1.25 GB/s = 3.246 ms
     out = tiers_json(four, "-b", "4", "--model", "llama-3-70b", "--hardware", "h100-sxm", "--gpus", "8",
                      "--tiers", "hbm,dram", "--tier-capacity", "hbm=4", "--tier-capacity", "dram=8",
                      "--tier-link", "dram=eth-10g")

@@ -20,9 +20,11 @@ What a tier's hits are worth (alpha-beta, :mod:`kvcalc.move.links`):
   coalesces a request's prefix);
 - prefill time avoided = hit tokens x prefill seconds per token (matmul only: 2 x active params /
   (gpus x peak x MFU), the project's break-even basis);
-- a tier whose load time exceeds the prefill it avoids is *recomputed* instead: its hits count as prefilled
-  tokens, and the row says so. The break-even bandwidth (KV bytes per token / prefill seconds per token) is
-  shown beside it.
+- verdict, per tier and independent of the trace: a tier whose one-block load (latency + block bytes /
+  bandwidth) takes longer than prefilling that block's tokens is *recomputed* instead: its hits count as
+  prefilled tokens, and the row says so. With no latency this is the project's break-even bandwidth
+  (KV bytes per token / prefill seconds per token), shown beside it. Being per block, the same verdict holds
+  for every strategy replayed through the same tiers.
 
 This module computes; it never prints.
 """
@@ -171,6 +173,15 @@ def resolve_tiers(node: TierNode, names: list[str], capacities: dict[str, str], 
     return tiers
 
 
+def load_wins(tier: Tier, block_bytes: float, block_tokens: int, prefill_s_per_token: float,
+              bandwidth: str = "measured") -> bool:
+    """Whether loading one block over the tier's link beats prefilling its tokens (True for hbm: in place)."""
+    if tier.link is None:
+        return True
+    block_load_s = separate_copies_time_s(block_bytes, 1, tier.link.latency_s, tier.link.bandwidth_bytes_per_s(bandwidth))
+    return block_load_s <= block_tokens * prefill_s_per_token
+
+
 def tier_rows(profile: TieredProfile, tiers: list[Tier], block_bytes: float, kv_bytes_per_token: float,
               prefill_s_per_token: float, copies: str = "coalesced", bandwidth: str = "measured") -> list[dict]:
     """One row per tier: hits, share of input, bytes loaded, load time both ways, prefill avoided, verdict.
@@ -203,7 +214,7 @@ def tier_rows(profile: TieredProfile, tiers: list[Tier], block_bytes: float, kv_
                     "load_s": coalesced if copies == "coalesced" else per_block,
                     "breakeven_bandwidth_bytes_per_s": breakeven_bandwidth_bytes_per_s(kv_bytes_per_token,
                                                                                        prefill_s_per_token)}
-        recompute = row["load_s"] > avoided
+        recompute = not load_wins(t, block_bytes, profile.profile.block_tokens, prefill_s_per_token, bandwidth)
         verdict = "recompute" if recompute else ("in place" if t.link is None else "load")
         row |= {"verdict": verdict if hits.hit_tokens else "no hits",
                 "used_tokens": 0 if recompute else hits.hit_tokens,

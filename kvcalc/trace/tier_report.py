@@ -100,7 +100,7 @@ def _explain(tiers: list[Tier], rows: list[dict], block: float, per_token_s: flo
 
 def tier_trace_result(req: TierRequest, inp: CostInputs) -> Result:
     """Replay the trace through the tiers (one pass) and build the Result."""
-    from kvcalc.out.units import fmt_bytes, fmt_percent
+    from kvcalc.out.units import fmt_bytes, fmt_percent, fmt_seconds
 
     node = node_of(inp, req.block_tokens)
     tiers = resolve_tiers(node, list(req.tiers), dict(req.capacities), dict(req.links))
@@ -120,8 +120,9 @@ def tier_trace_result(req: TierRequest, inp: CostInputs) -> Result:
              f"(MFU {inp.mfu_prefill:g}, {inp.sources.get('mfu', '')})"]
     for r in rows:
         if r["verdict"] == "recompute":
-            notes.append(f"{r['tier']}: loading its hits ({r['load_s']:.3g} s) is slower than recomputing them "
-                         f"({r['prefill_avoided_s']:.3g} s): counted as recomputed "
+            notes.append(f"{r['tier']}: one block loads over {r['link']} slower than its {req.block_tokens} tokens "
+                         f"prefill ({fmt_seconds(r['latency_s'] + block / r['bandwidth_bytes_per_s'])} > "
+                         f"{fmt_seconds(req.block_tokens * per_token_s)}): its hits are counted as recomputed "
                          f"({fmt_percent(r['input_share'])} of input)")
     inputs = {"file": str(req.path), "tiers": list(req.tiers), "tier_capacity": dict(req.capacities),
               "tier_link": dict(req.links), "block_tokens": req.block_tokens, "copies": req.copies,
