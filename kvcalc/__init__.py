@@ -63,6 +63,7 @@ _API = {
     "tiered_profile": ("kvcalc.trace.tiers", "tiered_profile"),
     "TierRequest": ("kvcalc.trace.tier_report", "TierRequest"),
     "tier_trace_result": ("kvcalc.trace.tier_report", "tier_trace_result"),
+    "tier_compare_result": ("kvcalc.trace.tier_compare", "tier_compare_result"),
 }
 
 __all__ = ["__version__", *_API]

@@ -32,6 +32,7 @@ This module computes; it never prints.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -39,7 +40,7 @@ from kvcalc.model import attention as att
 from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
 from kvcalc.move.links import breakeven_bandwidth_bytes_per_s, separate_copies_time_s
 from kvcalc.out.errors import InputError
-from kvcalc.trace.tiers import TIER_ORDER, TieredProfile
+from kvcalc.trace.tiers import TIER_ORDER, TierHits
 
 COPY_MODES = ("coalesced", "per-block")
 DEFAULT_SSD_LINK = "nvme-gen5"
@@ -182,8 +183,9 @@ def load_wins(tier: Tier, block_bytes: float, block_tokens: int, prefill_s_per_t
     return block_load_s <= block_tokens * prefill_s_per_token
 
 
-def tier_rows(profile: TieredProfile, tiers: list[Tier], block_bytes: float, kv_bytes_per_token: float,
-              prefill_s_per_token: float, copies: str = "coalesced", bandwidth: str = "measured") -> list[dict]:
+def tier_rows(hits_per_tier: Sequence[TierHits], input_tokens: int, block_tokens: int, tiers: list[Tier],
+              block_bytes: float, kv_bytes_per_token: float, prefill_s_per_token: float, copies: str = "coalesced",
+              bandwidth: str = "measured") -> list[dict]:
     """One row per tier: hits, share of input, bytes loaded, load time both ways, prefill avoided, verdict.
 
     ``block_bytes`` [B] per block moved; ``kv_bytes_per_token`` [B] for the break-even bandwidth;
@@ -191,13 +193,12 @@ def tier_rows(profile: TieredProfile, tiers: list[Tier], block_bytes: float, kv_
     """
     if copies not in COPY_MODES:
         raise InputError(f"--tier-copies: {copies!r} is not one of {', '.join(COPY_MODES)}")
-    input_tokens = profile.profile.input_tokens
     rows = []
-    for t, hits in zip(tiers, profile.tiers):
+    for t, hits in zip(tiers, hits_per_tier):
         loaded_bytes = 0.0 if t.link is None else hits.hit_blocks * block_bytes
         avoided = hits.hit_tokens * prefill_s_per_token
         row = {"tier": t.name, "capacity_blocks": t.capacity_blocks,
-               "capacity_tokens": t.capacity_blocks * profile.profile.block_tokens, "capacity_bytes": t.capacity_bytes,
+               "capacity_tokens": t.capacity_blocks * block_tokens, "capacity_bytes": t.capacity_bytes,
                "capacity_source": t.capacity_source, "link": t.link_name or "in place",
                "hit_blocks": hits.hit_blocks, "hit_tokens": hits.hit_tokens, "hit_requests": hits.hit_requests,
                "input_share": hits.hit_tokens / input_tokens if input_tokens else 0.0,
@@ -214,7 +215,7 @@ def tier_rows(profile: TieredProfile, tiers: list[Tier], block_bytes: float, kv_
                     "load_s": coalesced if copies == "coalesced" else per_block,
                     "breakeven_bandwidth_bytes_per_s": breakeven_bandwidth_bytes_per_s(kv_bytes_per_token,
                                                                                        prefill_s_per_token)}
-        recompute = not load_wins(t, block_bytes, profile.profile.block_tokens, prefill_s_per_token, bandwidth)
+        recompute = not load_wins(t, block_bytes, block_tokens, prefill_s_per_token, bandwidth)
         verdict = "recompute" if recompute else ("in place" if t.link is None else "load")
         row |= {"verdict": verdict if hits.hit_tokens else "no hits",
                 "used_tokens": 0 if recompute else hits.hit_tokens,

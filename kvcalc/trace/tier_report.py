@@ -107,7 +107,8 @@ def tier_trace_result(req: TierRequest, inp: CostInputs) -> Result:
     block, per_token_bytes, per_token_s = tier_figures(inp, node)
     profile = tiered_profile(req.path, [t.capacity_blocks for t in tiers], [t.name for t in tiers],
                              req.block_tokens, req.skip_bad)
-    rows = tier_rows(profile, tiers, block, per_token_bytes, per_token_s, req.copies)
+    rows = tier_rows(profile.tiers, profile.profile.input_tokens, req.block_tokens, tiers, block, per_token_bytes,
+                     per_token_s, req.copies)
     summary = summary_row(profile, rows)
     name = Path(req.path).name
     main = Table("tiers", f"Tiered LRU on {name}: {inp.model_name} on {inp.gpus} x {inp.hardware_name}, "

@@ -1,0 +1,287 @@
+"""``kvcalc compare --trace FILE --tiers ...``: strategies A and C replayed through the same HBM/DRAM/SSD tiers.
+
+- A ``lru``: the tiered LRU of :mod:`kvcalc.trace.tiers` (one pass; blocks of requests in flight may be
+  demoted or evicted like any other).
+- C ``prefix-tree``: :mod:`kvcalc.trace.refcount`, a time-ordered replay where the blocks of requests in flight
+  are pinned by reference counts; a request is in flight from its timestamp until its TTFT + decode ends.
+
+Per request (both strategies, the same code): hits in tiers whose one-block load beats its prefill
+(:func:`kvcalc.trace.tier_cost.load_wins`) are used, the rest of the input is prefilled:
+prefill FLOPs = the cost model's closed form for ``used`` cached then ``input - used`` new tokens;
+load = per lower tier with hits, one coalesced copy (or one per block): latency + bytes / bandwidth.
+
+TTFT queueing model (named ``fifo-node``): requests take the whole node's prefill compute one at a time, in
+arrival order, without batching: start = max(arrival, previous request's end of load + prefill);
+TTFT = (start - arrival) + load of its hit tokens + prefill of its other tokens. Decode then takes
+output tokens / decode tokens per second per request. Prefill FLOPs, GPU time and $/M tokens come from the cost
+model (:func:`kvcalc.serve.cost.strategy_row`) fed each strategy's measured reuse.
+
+D (speculative prefetch under PD disaggregation): each request's KV hand-off (its KV minus C's used prefix,
+one coalesced copy over the scenario's ``pd_link``) is hidden behind the previous decode step when the
+prefetch can start that early: the window is min(one decode step, the gap since the previous arrival);
+hidden share = sum of min(transfer, window) / sum of transfer.
+
+This module computes; it never prints. Memory: the engines' (distinct / held blocks) plus one TTFT and a few
+numbers per request (for the percentiles).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from kvcalc.model import attention as att
+from kvcalc.out.errors import InputError
+from kvcalc.out.results import Column, Result, Table
+from kvcalc.serve.cost import CostInputs
+from kvcalc.trace.tier_cost import Tier, load_wins, resolve_tiers, tier_rows
+from kvcalc.trace.tier_report import TierRequest, node_of, tier_figures
+from kvcalc.trace.tiers import TierHits
+
+QUEUE_MODEL = "fifo-node"
+
+
+class RequestTimer:
+    """TTFT and in-flight end of each request under the fifo-node queue (see module doc), for one strategy."""
+
+    def __init__(self, inp: CostInputs, tiers: list[Tier], wins: list[bool], block_bytes: float, copies: str):
+        self.inp = inp
+        self.groups = att.resolve_groups(inp.model, inp.kv_options)
+        self.node_flops_per_s = inp.gpus * inp.peak_flops_per_gpu * inp.mfu_prefill
+        self.tiers, self.wins, self.block_bytes, self.copies = tiers, wins, block_bytes, copies
+        self.free_at_s = float("-inf")
+        if inp.decode_tokens_per_s is None:
+            raise InputError("--decode-tokens-per-s: the trace replay needs a decode speed per request")
+        self.decode_tps = inp.decode_tokens_per_s
+        self.ttft_s: list[float] = []
+        self.load_s = self.flops = 0.0
+        self.used = Counter()  # (input, used, output) -> requests, for the cost model
+        self.used_tokens: list[int] = []  # per request, in arrival order [tokens]
+
+    def serve(self, arrival_s: float, input_tokens: int, output_tokens: int, tier_blocks, tier_tokens) -> float:
+        """Queue one request; returns when it stops being in flight [s] (TTFT + decode after arrival)."""
+        from kvcalc.serve.compute import prefill_flops
+
+        used = sum(t for t, w in zip(tier_tokens, self.wins) if w)
+        load = 0.0
+        for tier, w, blocks in zip(self.tiers, self.wins, tier_blocks):
+            if w and blocks and tier.link is not None:
+                copies = 1 if self.copies == "coalesced" else blocks
+                load += copies * tier.link.latency_s + blocks * self.block_bytes / tier.link.bandwidth_bytes_per_s(
+                    "measured")
+        flops = prefill_flops(self.inp.model, self.groups, used, input_tokens - used, self.inp.attention_flops)
+        start = max(arrival_s, self.free_at_s)
+        self.free_at_s = start + load + flops / self.node_flops_per_s
+        ttft = self.free_at_s - arrival_s
+        self.ttft_s.append(ttft)
+        self.load_s += load
+        self.flops += flops
+        self.used[(input_tokens, used, output_tokens)] += 1
+        self.used_tokens.append(used)
+        return arrival_s + ttft + output_tokens / self.decode_tps
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """Both strategies' per-tier hits and timers, and the trace's arrivals/handoff inputs."""
+
+    hits: dict[str, tuple[TierHits, ...]]
+    timers: dict[str, RequestTimer]
+    arrivals_s: list[float]
+    inputs: list[int]
+    input_tokens: int
+    skipped_lines: int
+    c_peak_pinned: int
+    c_peak_held: int
+
+
+def replay_both(path: str, req: TierRequest, inp: CostInputs, tiers: list[Tier], block: float,
+                per_token_s: float) -> Replayed:
+    """One streaming read of the trace feeds A's one-pass engine and C's event-heap replay."""
+    from kvcalc.trace.reader import read_trace
+    from kvcalc.trace.refcount import PinnedTiers, replay_pinned
+    from kvcalc.trace.tiers import TieredLruEngine
+
+    wins = [load_wins(t, block, req.block_tokens, per_token_s) for t in tiers]
+    caps = [t.capacity_blocks for t in tiers]
+    names = [t.name for t in tiers]
+    engine = TieredLruEngine(req.block_tokens, caps, keep_requests=True)
+    cache = PinnedTiers(caps)
+    c_timer = RequestTimer(inp, tiers, wins, block, req.copies)
+    arrivals, inputs, outputs = [], [], []
+    c_blocks, c_tokens, c_reqs = [0] * len(tiers), [0] * len(tiers), [0] * len(tiers)
+
+    def fed(reader):
+        for r in reader:
+            engine.add(r.hash_ids, r.input_length)
+            arrivals.append(r.timestamp_ms / 1000.0)
+            inputs.append(r.input_length)
+            outputs.append(r.output_length)
+            yield r
+
+    def finish(a) -> float:
+        r = a.request
+        for i, (b, t) in enumerate(zip(a.tier_blocks, a.tier_tokens)):
+            c_blocks[i] += b
+            c_tokens[i] += t
+            c_reqs[i] += b > 0
+        return c_timer.serve(r.timestamp_ms / 1000.0, r.input_length, r.output_length, a.tier_blocks, a.tier_tokens)
+
+    reader = read_trace(path, req.block_tokens, req.skip_bad)
+    for _ in replay_pinned(fed(reader), cache, req.block_tokens, finish):
+        pass
+    profile = engine.finish_tiers(names, reader.skipped_lines)
+    a_timer = RequestTimer(inp, tiers, wins, block, req.copies)
+    for i, (b_row, t_row) in enumerate(zip(profile.request_hit_blocks.tolist(), profile.request_hit_tokens.tolist())):
+        a_timer.serve(arrivals[i], inputs[i], outputs[i], b_row, t_row)
+    c_hits = tuple(TierHits(n, c, b, t, r) for n, c, b, t, r in zip(names, caps, c_blocks, c_tokens, c_reqs))
+    if profile.profile.input_tokens == 0:
+        raise InputError(f"{path}: the trace's requests have no input tokens: nothing to prefill or reuse")
+    return Replayed({"lru": profile.tiers, "prefix-tree": c_hits}, {"lru": a_timer, "prefix-tree": c_timer},
+                    arrivals, inputs, profile.profile.input_tokens, reader.skipped_lines, cache.peak_pinned,
+                    cache.peak_present)
+
+
+def _mix(used: Counter):
+    """Measured reuse, {(input, used, output): requests}, as the cost model's request mix (slices by input class)."""
+    from kvcalc.serve.strategies import RequestMix, Slice
+    from kvcalc.trace.cost import INPUT_CLASSES, input_class
+
+    slices = tuple(sorted((Slice(input_class(i), i, u, o, n) for (i, u, o), n in used.items()),
+                          key=lambda s: ([lb for _, lb in INPUT_CLASSES].index(s.label), s[1:])))
+    labels = tuple(lb for _, lb in INPUT_CLASSES if any(s.label == lb for s in slices))
+    return RequestMix(slices, 0, 0, labels)
+
+
+def _percentiles(values: list[float]) -> dict:
+    import numpy as np
+
+    a = np.asarray(values, dtype=float)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return {"ttft_mean_s": float(a.mean()), "ttft_p50_s": float(p50), "ttft_p90_s": float(p90),
+            "ttft_p99_s": float(p99), "ttft_max_s": float(a.max())}
+
+
+def hidden_handoff(arrivals_s: list[float], handoff_s: list[float], step_s: float) -> dict:
+    """D: share of the PD hand-off hidden behind the previous decode step (see module doc) [fraction], [s]."""
+    hidden = total = 0.0
+    prev = None
+    for t, h in zip(arrivals_s, handoff_s):
+        window = step_s if prev is None else min(step_s, max(0.0, t - prev))
+        hidden += min(h, window)
+        total += h
+        prev = t
+    return {"pd_handoff_total_s": total, "pd_hidden_s": hidden, "pd_exposed_s": total - hidden,
+            "pd_hidden_share": hidden / total if total else 1.0}
+
+
+STRATEGY_COLUMNS = (
+    Column("strategy", "strategy", "text"), Column("used_tokens", "reused", "int"),
+    Column("recomputed_tokens", "prefilled", "int"), Column("prefill_flops", "prefill FLOPs", "flops"),
+    Column("prefill_flops_saved", "FLOPs saved", "flops"), Column("load_time_s", "load", "s"),
+    Column("ttft_mean_s", "TTFT mean", "s"), Column("ttft_p50_s", "p50", "s"), Column("ttft_p90_s", "p90", "s"),
+    Column("ttft_p99_s", "p99", "s"), Column("usd_per_mtok_input", "$/M in", "usd"),
+    Column("usd_per_mtok_blended", "$/M blended", "usd"),
+)
+TIER_COLUMNS = (
+    Column("strategy", "strategy", "text"), Column("tier", "tier", "text"), Column("capacity_bytes", "capacity", "bytes"),
+    Column("link", "link", "text"), Column("hit_tokens", "hit tokens", "int"), Column("input_share", "of input", "percent"),
+    Column("bytes_loaded", "loaded", "bytes"), Column("load_s", "load", "s"), Column("verdict", "verdict", "text"),
+)
+
+
+def tier_compare_result(inp: CostInputs, req: TierRequest) -> Result:
+    """A vs C through the same tiers on the trace's requests (see module doc)."""
+    from kvcalc.out.units import fmt_bytes, fmt_count, fmt_percent
+    from kvcalc.serve.cost import strategy_row
+
+    node = node_of(inp, req.block_tokens)
+    tiers = resolve_tiers(node, list(req.tiers), dict(req.capacities), dict(req.links))
+    block, per_token_bytes, per_token_s = tier_figures(inp, node)
+    rep = replay_both(req.path, req, inp, tiers, block, per_token_s)
+    name = Path(req.path).name
+    traced = dataclasses.replace(inp, workload_name=name, workload_title=f"trace {name} through {','.join(req.tiers)}",
+                                 warm=False)
+    nothing = Counter()
+    for (i, _, o), n in rep.timers["lru"].used.items():
+        nothing[(i, 0, o)] += n
+    none_row, _ = strategy_row(traced, "lru", _mix(nothing))
+    rows, tier_table = [], []
+    for strategy, timer in rep.timers.items():
+        cost, _ = strategy_row(traced, strategy, _mix(timer.used))
+        used = cost["reused_tokens"]
+        row = {"strategy": strategy, "queue_model": QUEUE_MODEL, "requests": cost["requests"],
+               "input_tokens": rep.input_tokens, "hit_tokens": sum(h.hit_tokens for h in rep.hits[strategy]),
+               "used_tokens": used, "recomputed_tokens": rep.input_tokens - used,
+               "prefill_flops": timer.flops, "prefill_flops_saved": none_row["prefill_flops"] - timer.flops,
+               "load_time_s": timer.load_s} | _percentiles(timer.ttft_s) | {
+               k: cost[k] for k in ("prefill_time_s", "gpu_seconds", "usd_per_mtok_input", "usd_per_mtok_output",
+                                    "usd_per_mtok_blended", "decode_tokens_per_s")}
+        pinned = rep.c_peak_pinned if strategy == "prefix-tree" else 0
+        row |= {"peak_pinned_blocks": pinned, "peak_pinned_bytes": pinned * block}
+        if inp.pd_link is not None:
+            row |= _pd_fields(inp, node, rep, timer)
+        rows.append(row)
+        for r in tier_rows(rep.hits[strategy], rep.input_tokens, req.block_tokens, tiers, block, per_token_bytes,
+                           per_token_s, req.copies):
+            tier_table.append({"strategy": strategy} | r)
+    a, c = rows
+    notes = [f"TTFT queueing model {QUEUE_MODEL}: one request at a time on the whole node's prefill compute, in "
+             "arrival order, no batching (start = max(arrival, previous end); TTFT = wait + load of its hit tokens + "
+             "prefill of the rest); decode = output tokens / decode tok/s per request",
+             f"A: tiered LRU in one pass; C: blocks of requests in flight (timestamp to TTFT + decode) are pinned, "
+             f"unreferenced blocks tiered by recency (event heap; peak pinned {fmt_count(rep.c_peak_pinned)} blocks, "
+             f"peak held {fmt_count(rep.c_peak_held)} blocks of {fmt_bytes(block)})",
+             f"C reuses {fmt_count(c['used_tokens'])} tokens ({fmt_percent(c['used_tokens'] / rep.input_tokens)}), "
+             f"A {fmt_count(a['used_tokens'])} ({fmt_percent(a['used_tokens'] / rep.input_tokens)}) of "
+             f"{fmt_count(rep.input_tokens)} input tokens",
+             "$/M from the cost model with each strategy's measured reuse (GPU time of prefill + decode); load time "
+             "is in TTFT, not in $"]
+    hbm_bytes = tiers[0].capacity_bytes
+    if c["peak_pinned_bytes"] > hbm_bytes:
+        notes.append(f"warning: C pinned up to {fmt_bytes(c['peak_pinned_bytes'])} of KV of requests in flight, more "
+                     f"than the {fmt_bytes(hbm_bytes)} HBM tier: the trace overloads this node under {QUEUE_MODEL} "
+                     "(requests wait long in flight), so C's pinned blocks could not all stay in HBM")
+    for t, w in zip(tiers, [load_wins(t, block, req.block_tokens, per_token_s) for t in tiers]):
+        if not w:
+            notes.append(f"{t.name}: one block loads slower than it prefills over {t.link_name}: its hits are "
+                         "recomputed in both strategies")
+    if rep.skipped_lines:
+        notes.append(f"--skip-bad: skipped {rep.skipped_lines:,} bad line(s)")
+    inputs = {"trace": str(req.path), "tiers": list(req.tiers), "tier_capacity": dict(req.capacities),
+              "tier_link": dict(req.links), "block_tokens": req.block_tokens, "copies": req.copies,
+              "model": inp.model_name, "hardware": inp.hardware_name, "gpus": inp.gpus,
+              "mfu_prefill": inp.mfu_prefill, "decode_tokens_per_s": inp.decode_tokens_per_s,
+              "queue_model": QUEUE_MODEL, "pd_link": inp.pd_link_name}
+    main = Table("strategies", f"A vs C on {name} through {','.join(req.tiers)}: {inp.model_name} on {inp.gpus} x "
+                 f"{inp.hardware_name}", STRATEGY_COLUMNS, tuple(rows))
+    extra = [Table("tiers", "Per tier", TIER_COLUMNS, tuple(tier_table))]
+    if inp.pd_link is not None:
+        extra.append(Table("prefetch", f"D: PD hand-off over {inp.pd_link_name} hidden behind the previous decode "
+                           "step (window = min(step, arrival gap))", PD_COLUMNS, tuple(rows)))
+    return Result("compare", inputs, main, tuple(extra), (), tuple(notes))
+
+
+PD_COLUMNS = (
+    Column("strategy", "strategy", "text"), Column("pd_handoff_total_s", "hand-off", "s"),
+    Column("pd_hidden_s", "hidden", "s"), Column("pd_exposed_s", "exposed", "s"),
+    Column("pd_hidden_share", "hidden share", "percent"),
+)
+
+
+def _pd_fields(inp: CostInputs, node, rep: Replayed, timer: RequestTimer) -> dict:
+    """D for one strategy: per request hand-off = its KV minus the used prefix's paged KV, coalesced."""
+    from kvcalc.memory.blocks import paged_bytes_per_token
+    from kvcalc.model.kv import request_bytes
+    from kvcalc.move.links import transfer_time_s
+
+    groups = timer.groups
+    paged = sum(paged_bytes_per_token(g) for g in groups)
+    bw = inp.pd_link.bandwidth_bytes_per_s("measured")
+    step = inp.pd_overlap_s if inp.pd_overlap_s is not None else 1.0 / timer.decode_tps
+    handoff = [transfer_time_s(request_bytes(groups, n) - u * paged, inp.pd_link.latency_s, bw)
+               for n, u in zip(rep.inputs, timer.used_tokens)]
+    return hidden_handoff(rep.arrivals_s, handoff, step)
