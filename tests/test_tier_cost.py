@@ -113,3 +113,11 @@ def test_api_equals_cli(four: str) -> None:
     inp = kvcalc.resolve_scenario("v4-flash-8xh100")
     cli = tiers_json(four, "-b", "4", "--tiers", "hbm,dram", "--tier-capacity", "hbm=4,dram=8")
     assert json.loads(to_json(kvcalc.tier_trace_result(req, inp)))["results"] == cli["results"]
+
+
+def test_block_load_vs_block_prefill(four: str) -> None:
+    # one 4-token Llama block (1,310,720 B) over PCIe Gen5: 6 us + 1,310,720 / 55.5e9 = 29.6 us; prefill 4 x 44.6 us
+    dram = tiers_json(four, "-b", "4", "--model", "llama-3-70b", "--tiers", "hbm,dram",
+                      "--tier-capacity", "hbm=4,dram=8")["results"][1]
+    assert dram["block_load_s"] == pytest.approx(6e-6 + 4 * LLAMA_TOKEN_BYTES / 55.5e9)
+    assert dram["block_prefill_s"] == pytest.approx(4 * LLAMA_PREFILL_S)

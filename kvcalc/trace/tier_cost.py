@@ -174,13 +174,17 @@ def resolve_tiers(node: TierNode, names: list[str], capacities: dict[str, str], 
     return tiers
 
 
+def block_load_s(tier: Tier, block_bytes: float, bandwidth: str = "measured") -> float:
+    """One block's copy over the tier's link: latency + block bytes / bandwidth [s]; 0 for hbm (in place)."""
+    if tier.link is None:
+        return 0.0
+    return separate_copies_time_s(block_bytes, 1, tier.link.latency_s, tier.link.bandwidth_bytes_per_s(bandwidth))
+
+
 def load_wins(tier: Tier, block_bytes: float, block_tokens: int, prefill_s_per_token: float,
               bandwidth: str = "measured") -> bool:
     """Whether loading one block over the tier's link beats prefilling its tokens (True for hbm: in place)."""
-    if tier.link is None:
-        return True
-    block_load_s = separate_copies_time_s(block_bytes, 1, tier.link.latency_s, tier.link.bandwidth_bytes_per_s(bandwidth))
-    return block_load_s <= block_tokens * prefill_s_per_token
+    return block_load_s(tier, block_bytes, bandwidth) <= block_tokens * prefill_s_per_token
 
 
 def tier_rows(hits_per_tier: Sequence[TierHits], input_tokens: int, block_tokens: int, tiers: list[Tier],
@@ -202,7 +206,9 @@ def tier_rows(hits_per_tier: Sequence[TierHits], input_tokens: int, block_tokens
                "capacity_source": t.capacity_source, "link": t.link_name or "in place",
                "hit_blocks": hits.hit_blocks, "hit_tokens": hits.hit_tokens, "hit_requests": hits.hit_requests,
                "input_share": hits.hit_tokens / input_tokens if input_tokens else 0.0,
-               "bytes_loaded": loaded_bytes, "prefill_avoided_s": avoided}
+               "bytes_loaded": loaded_bytes, "prefill_avoided_s": avoided,
+               "block_load_s": block_load_s(t, block_bytes, bandwidth),
+               "block_prefill_s": block_tokens * prefill_s_per_token}
         if t.link is None:
             row |= {"bandwidth_bytes_per_s": None, "latency_s": None, "load_per_block_s": 0.0,
                     "load_coalesced_s": 0.0, "load_s": 0.0, "breakeven_bandwidth_bytes_per_s": None}

@@ -22,7 +22,8 @@ TIER_COLUMNS = (
     Column("capacity_blocks", "blocks", "int"), Column("link", "link", "text"),
     Column("hit_tokens", "hit tokens", "int"), Column("input_share", "of input", "percent"),
     Column("bytes_loaded", "loaded", "bytes"), Column("load_s", "load", "s"),
-    Column("prefill_avoided_s", "prefill avoided", "s"), Column("verdict", "verdict", "text"),
+    Column("prefill_avoided_s", "prefill avoided", "s"), Column("block_load_s", "block load", "s"),
+    Column("block_prefill_s", "block prefill", "s"), Column("verdict", "verdict", "text"),
 )
 SUMMARY_COLUMNS = (
     Column("requests", "requests", "int"), Column("input_tokens", "input tokens", "int"),
@@ -93,7 +94,8 @@ def _explain(tiers: list[Tier], rows: list[dict], block: float, per_token_s: flo
                      f"{fmt_seconds(r['load_coalesced_s'])} (per block: {fmt_count(r['hit_blocks'])} copies, "
                      f"{fmt_seconds(r['load_per_block_s'])})")
         line += (f"; prefill avoided = {fmt_count(r['hit_tokens'])} tokens x {fmt_seconds(per_token_s)} = "
-                 f"{fmt_seconds(r['prefill_avoided_s'])} -> {r['verdict']}")
+                 f"{fmt_seconds(r['prefill_avoided_s'])}; one block loads in {fmt_seconds(r['block_load_s'])} vs "
+                 f"{fmt_seconds(r['block_prefill_s'])} to prefill it -> {r['verdict']}")
         lines.append(line)
     return lines
 
