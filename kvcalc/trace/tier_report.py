@@ -19,11 +19,11 @@ from kvcalc.trace.tiers import TieredProfile, tiered_profile
 
 TIER_COLUMNS = (
     Column("tier", "tier", "text"), Column("capacity_bytes", "capacity", "bytes"),
-    Column("capacity_blocks", "blocks", "int"), Column("link", "link", "text"),
+    Column("link", "link", "text"),
     Column("hit_tokens", "hit tokens", "int"), Column("input_share", "of input", "percent"),
     Column("bytes_loaded", "loaded", "bytes"), Column("load_s", "load", "s"),
     Column("prefill_avoided_s", "prefill avoided", "s"), Column("block_load_s", "block load", "s"),
-    Column("block_prefill_s", "block prefill", "s"), Column("verdict", "verdict", "text"),
+    Column("verdict", "verdict", "text"),
 )
 SUMMARY_COLUMNS = (
     Column("requests", "requests", "int"), Column("input_tokens", "input tokens", "int"),
@@ -116,7 +116,9 @@ def tier_trace_result(req: TierRequest, inp: CostInputs) -> Result:
     main = Table("tiers", f"Tiered LRU on {name}: {inp.model_name} on {inp.gpus} x {inp.hardware_name}, "
                  f"{req.block_tokens}-token blocks of {fmt_bytes(block)}", TIER_COLUMNS, tuple(rows))
     extra = Table("summary", "Whole trace", SUMMARY_COLUMNS, (summary,))
-    notes = [f"tier hits add up to one LRU cache of the summed capacity: {summary['hit_tokens']:,} = "
+    notes = [f"a {req.block_tokens}-token block prefills in {fmt_seconds(req.block_tokens * per_token_s)}: a tier whose "
+             "block load is slower is recomputed",
+             f"tier hits add up to one LRU cache of the summed capacity: {summary['hit_tokens']:,} = "
              f"{summary['single_cache_reused_tokens']:,} reused tokens",
              f"load = latency x {'requests that hit the tier (one coalesced copy each)' if req.copies == 'coalesced' else 'hit blocks (one copy each)'}"
              " + bytes / bandwidth; prefill avoided = hit tokens x 2 x active params / (gpus x peak x MFU) "
