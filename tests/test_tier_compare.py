@@ -90,3 +90,34 @@ def test_mooncake_c_never_recomputes_more_than_a(caps: str) -> None:
     assert c["prefill_flops"] <= a["prefill_flops"] * (1 + 1e-12)
     rows = {(r["strategy"], r["tier"]): r for r in out["tables"]["tiers"]}
     assert sum(rows[("lru", t)]["hit_tokens"] for t in tiers.split(",")) == a["hit_tokens"]
+
+
+@pytest.mark.skipif(not MOONCAKE.exists(), reason="shared Mooncake trace not present")
+def test_progress_callbacks_every_1000_requests() -> None:
+    import kvcalc
+
+    seen: list[int] = []
+    req = kvcalc.TierRequest(str(MOONCAKE), ("hbm",))
+    kvcalc.tier_trace_result(req, kvcalc.resolve_scenario("v4-flash-8xh100"), seen.append)
+    assert seen == [1000, 2000, 3000]  # 3,993 requests
+
+
+def test_progress_line_only_on_a_terminal_after_a_second(monkeypatch) -> None:
+    import io
+    import time
+
+    from kvcalc.cli.common import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for tty, elapsed, shown in ((True, 0.5, False), (True, 1.5, True), (False, 5.0, False)):
+        err = Tty() if tty else io.StringIO()
+        monkeypatch.setattr("sys.stderr", err)
+        bar = Progress("tiered replay")
+        monkeypatch.setattr(time, "monotonic", lambda e=elapsed, s=bar.start: s + e)
+        bar(2000)
+        bar.done()
+        assert ("tiered replay: 2,000 requests" in err.getvalue()) is shown
+        monkeypatch.undo()

@@ -67,7 +67,14 @@ def compare(
 
             raise InputError("--tiers: needs --trace FILE, and takes --tier-capacity instead of --capacity")
         req = parse_request(trace, tiers, tier_capacity, tier_link, traced[1], tier_copies, skip_bad)
-        emit(tier_compare_result(resolve(scenario, o), req), fmt, check, explain)
+        from kvcalc.cli.common import Progress
+
+        bar = Progress("A and C replay")
+        try:
+            result = tier_compare_result(resolve(scenario, o), req, bar)
+        finally:
+            bar.done()
+        emit(result, fmt, check, explain)
         return
     if tier_capacity or tier_link:
         from kvcalc.out.errors import InputError

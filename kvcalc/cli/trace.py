@@ -102,7 +102,14 @@ def trace(
 
         req = parse_request(str(file), tiers, tier_capacity, tier_link, block_tokens, tier_copies, skip_bad)
         cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts))
-        emit(tier_trace_result(req, cost_inputs), fmt, check, explain)
+        from kvcalc.cli.common import Progress
+
+        bar = Progress("tiered replay")
+        try:
+            result = tier_trace_result(req, cost_inputs, bar)
+        finally:
+            bar.done()
+        emit(result, fmt, check, explain)
         return
     for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link)):
         if given:

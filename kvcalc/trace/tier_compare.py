@@ -99,11 +99,11 @@ class Replayed:
 
 
 def replay_both(path: str, req: TierRequest, inp: CostInputs, tiers: list[Tier], block: float,
-                per_token_s: float) -> Replayed:
+                per_token_s: float, progress=None) -> Replayed:
     """One streaming read of the trace feeds A's one-pass engine and C's event-heap replay."""
     from kvcalc.trace.reader import read_trace
     from kvcalc.trace.refcount import PinnedTiers, replay_pinned
-    from kvcalc.trace.tiers import TieredLruEngine
+    from kvcalc.trace.tiers import PROGRESS_EVERY, TieredLruEngine
 
     wins = [load_wins(t, block, req.block_tokens, per_token_s) for t in tiers]
     caps = [t.capacity_blocks for t in tiers]
@@ -120,6 +120,8 @@ def replay_both(path: str, req: TierRequest, inp: CostInputs, tiers: list[Tier],
             arrivals.append(r.timestamp_ms / 1000.0)
             inputs.append(r.input_length)
             outputs.append(r.output_length)
+            if progress is not None and len(arrivals) % PROGRESS_EVERY == 0:
+                progress(len(arrivals))
             yield r
 
     def finish(a) -> float:
@@ -193,15 +195,16 @@ TIER_COLUMNS = (
 )
 
 
-def tier_compare_result(inp: CostInputs, req: TierRequest) -> Result:
-    """A vs C through the same tiers on the trace's requests (see module doc)."""
+def tier_compare_result(inp: CostInputs, req: TierRequest, progress=None) -> Result:
+    """A vs C through the same tiers on the trace's requests (see module doc); ``progress(requests read)`` every
+    1,000 requests when given."""
     from kvcalc.out.units import fmt_bytes, fmt_count, fmt_percent
     from kvcalc.serve.cost import strategy_row
 
     node = node_of(inp, req.block_tokens)
     tiers = resolve_tiers(node, list(req.tiers), dict(req.capacities), dict(req.links))
     block, per_token_bytes, per_token_s = tier_figures(inp, node)
-    rep = replay_both(req.path, req, inp, tiers, block, per_token_s)
+    rep = replay_both(req.path, req, inp, tiers, block, per_token_s, progress)
     name = Path(req.path).name
     traced = dataclasses.replace(inp, workload_name=name, workload_title=f"trace {name} through {','.join(req.tiers)}",
                                  warm=False)

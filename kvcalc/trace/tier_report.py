@@ -100,15 +100,16 @@ def _explain(tiers: list[Tier], rows: list[dict], block: float, per_token_s: flo
     return lines
 
 
-def tier_trace_result(req: TierRequest, inp: CostInputs) -> Result:
-    """Replay the trace through the tiers (one pass) and build the Result."""
+def tier_trace_result(req: TierRequest, inp: CostInputs, progress=None) -> Result:
+    """Replay the trace through the tiers (one pass) and build the Result; ``progress(requests)`` as the pass
+    goes (see :func:`kvcalc.trace.tiers.tiered_profile`)."""
     from kvcalc.out.units import fmt_bytes, fmt_percent, fmt_seconds
 
     node = node_of(inp, req.block_tokens)
     tiers = resolve_tiers(node, list(req.tiers), dict(req.capacities), dict(req.links))
     block, per_token_bytes, per_token_s = tier_figures(inp, node)
     profile = tiered_profile(req.path, [t.capacity_blocks for t in tiers], [t.name for t in tiers],
-                             req.block_tokens, req.skip_bad)
+                             req.block_tokens, req.skip_bad, progress=progress)
     rows = tier_rows(profile.tiers, profile.profile.input_tokens, req.block_tokens, tiers, block, per_token_bytes,
                      per_token_s, req.copies)
     summary = summary_row(profile, rows)

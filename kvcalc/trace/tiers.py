@@ -22,7 +22,7 @@ This module computes; it never prints.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -33,6 +33,7 @@ from kvcalc.out.errors import InputError
 from kvcalc.trace.lru_curve import DEFAULT_CHUNK_ACCESSES, LruProfile, LruStackEngine
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
 
+PROGRESS_EVERY = 1000  # requests between progress callbacks
 TIER_ORDER = ("hbm", "dram", "ssd")  # fastest first; demotion runs left to right
 _BIG_DEPTH = (1 << 36) - 1  # the engine's never-seen depth; capacities are capped just below it
 _SPAN = 1 << 37  # per-request offset of the segmented running max (requests per chunk < 2^24)
@@ -161,11 +162,16 @@ def tiered_profile_of_requests(requests: Iterable[TraceRequest], capacity_blocks
 
 
 def tiered_profile(path: str | Path, capacity_blocks: Sequence[Optional[int]], names: Sequence[str] = TIER_ORDER,
-                   block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False,
-                   keep_requests: bool = False) -> TieredProfile:
-    """Tiered LRU replay of a trace file, in one streaming pass (see the module doc)."""
+                   block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False, keep_requests: bool = False,
+                   progress: Optional[Callable[[int], None]] = None) -> TieredProfile:
+    """Tiered LRU replay of a trace file, in one streaming pass (see the module doc).
+
+    ``progress(requests read)`` is called every :data:`PROGRESS_EVERY` requests when given.
+    """
     engine = TieredLruEngine(block_tokens, capacity_blocks, keep_requests=keep_requests)
     reader = read_trace(path, block_tokens, skip_bad)
-    for request in reader:
+    for i, request in enumerate(reader, 1):
         engine.add(request.hash_ids, request.input_length)
+        if progress is not None and i % PROGRESS_EVERY == 0:
+            progress(i)
     return engine.finish_tiers(names[:len(capacity_blocks)], reader.skipped_lines)
