@@ -121,3 +121,9 @@ def test_block_load_vs_block_prefill(four: str) -> None:
                       "--tier-capacity", "hbm=4,dram=8")["results"][1]
     assert dram["block_load_s"] == pytest.approx(6e-6 + 4 * LLAMA_TOKEN_BYTES / 55.5e9)
     assert dram["block_prefill_s"] == pytest.approx(4 * LLAMA_PREFILL_S)
+
+
+@pytest.mark.parametrize("args, flag", [(("--capacity", "3m"), "--capacity"), (("--curve",), "--curve"),
+                                        (("--policy", "fifo"), "--policy")])
+def test_replay_flags_are_not_for_tiers(four: str, args, flag) -> None:
+    assert_bad_input(run_cli("trace", four, "-b", "4", "--tiers", "hbm", *args), flag, "--tiers")

@@ -100,6 +100,10 @@ def trace(
         from kvcalc.serve.scenario import resolve
         from kvcalc.trace.tier_report import parse_request, tier_trace_result
 
+        for flag, given in (("--capacity", capacity), ("--curve", curve or curve_points is not None),
+                            ("--plot", plot), ("--policy", policy != "lru")):
+            if given:
+                raise InputError(f"{flag}: not with --tiers (tiers are LRU; give their sizes with --tier-capacity)")
         req = parse_request(str(file), tiers, tier_capacity, tier_link, block_tokens, tier_copies, skip_bad)
         cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts))
         from kvcalc.cli.common import Progress

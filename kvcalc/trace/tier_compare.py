@@ -265,7 +265,14 @@ def tier_compare_result(inp: CostInputs, req: TierRequest, progress=None) -> Res
     if inp.pd_link is not None:
         extra.append(Table("prefetch", f"D: PD hand-off over {inp.pd_link_name} hidden behind the previous decode "
                            "step (window = min(step, arrival gap))", PD_COLUMNS, tuple(rows)))
-    return Result("compare", inputs, main, tuple(extra), (), tuple(notes))
+    from kvcalc.trace.tier_report import explain_tiers
+
+    explain = []
+    for strategy in rep.timers:
+        explain.append(f"{strategy}:")
+        explain += ["  " + line for line in explain_tiers(tiers, [r for r in tier_table if r["strategy"] == strategy],
+                                                          block, per_token_s)]
+    return Result("compare", inputs, main, tuple(extra), tuple(explain), tuple(notes))
 
 
 PD_COLUMNS = (

@@ -80,7 +80,8 @@ def summary_row(profile: TieredProfile, rows: list[dict]) -> dict:
             "distinct_blocks": p.distinct_blocks}
 
 
-def _explain(tiers: list[Tier], rows: list[dict], block: float, per_token_s: float) -> list[str]:
+def explain_tiers(tiers: list[Tier], rows: list[dict], block: float, per_token_s: float) -> list[str]:
+    """Each tier's capacity, load and verdict with the numbers (rows: one strategy's tier rows)."""
     from kvcalc.out.units import fmt_bytes, fmt_count, fmt_seconds
 
     lines = ["tiers are exclusive depth ranges of one LRU stack: a new or reused block enters HBM, each full "
@@ -135,7 +136,7 @@ def tier_trace_result(req: TierRequest, inp: CostInputs, progress=None) -> Resul
               "model": inp.model_name, "hardware": inp.hardware_name, "gpus": inp.gpus,
               "block_bytes": block, "kv_bytes_per_token": per_token_bytes, "prefill_s_per_token": per_token_s,
               "skip_bad": req.skip_bad}
-    return Result("trace", inputs, main, (extra,), tuple(_explain(tiers, rows, block, per_token_s)), tuple(notes))
+    return Result("trace", inputs, main, (extra,), tuple(explain_tiers(tiers, rows, block, per_token_s)), tuple(notes))
 
 
 def parse_request(path: str, tiers: str, capacity: Optional[list[str]], link: Optional[list[str]],
