@@ -104,13 +104,12 @@ class TieredLruEngine(LruStackEngine):
             self._has_blocks.append(bool(hash_ids))
         super().add(hash_ids, input_length)
 
-    def _depths(self, prev, q, req, starts):
-        """The engine's depths, kept for :meth:`_accumulate` (each block's own depth decides its tier)."""
-        self._depth = super()._depths(prev, q, req, starts)
-        return self._depth
-
     def _accumulate(self, depth, req, pos, inputs) -> None:
-        """The single-stack histograms, then per tier: hit blocks, tokens and requests of this chunk."""
+        """The single-stack histograms, then per tier: hit blocks, tokens and requests of this chunk.
+
+        Relies on the engine handing each access's *own* stack depth to this hook (the tier is decided by it,
+        the hit run by the running maximum); the brute-force tests in tests/test_tiers.py guard that contract.
+        """
         super()._accumulate(depth, req, pos, inputs)
         n_req, n_tier = len(inputs), len(self.capacity_blocks)
         capped = np.minimum(depth, _BIG_DEPTH)
