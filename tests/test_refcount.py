@@ -123,3 +123,30 @@ def test_fenwick_first(counts, first) -> None:
     for i, c in enumerate(counts):
         f.add(i, c)
     assert f.first() == first and f.prefix(len(counts)) == sum(counts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tiered_traces())
+def test_lru_step_without_pins_is_tiered_lru(case) -> None:
+    from kvcalc.trace.refcount import lru_step
+
+    block_tokens, requests, caps, _ = case
+    cache = PinnedTiers(caps)
+    rows = [list(lru_step(cache, r, block_tokens)[1]) for r in requests]
+    a = tiered_profile_of_requests(requests, caps, block_tokens=block_tokens, keep_requests=True)
+    assert rows == a.request_hit_tokens.tolist()
+
+
+def test_sink_blocks_stay_in_hbm() -> None:
+    # HBM 1 block, 4-token blocks. [1,2] then [3,4] then [1,5]: plain LRU keeps only the last block (4): 1 misses.
+    # With a 4-token sink, blocks 1 and 3 are pinned for good: r2 [1,5] hits 1 in HBM (4 tokens)
+    from kvcalc.trace.refcount import lru_step, sink_window_blocks
+
+    reqs = [TraceRequest(0.0, 8, 1, (1, 2), 1), TraceRequest(1.0, 8, 1, (3, 4), 2), TraceRequest(2.0, 8, 1, (1, 5), 3)]
+    plain, sink = PinnedTiers([1]), PinnedTiers([1])
+    assert [lru_step(plain, r, 4)[1] for r in reqs] == [(0,), (0,), (0,)]
+    assert [lru_step(sink, r, 4, sink_tokens=4)[1] for r in reqs] == [(0,), (0,), (4,)]
+    assert sink.peak_pinned == 3  # during r1: block 1 (pinned for good) + r1's own 3 and 4
+    # window: the last 6 tokens of a 10-token request in 4-token blocks are tokens 4..9: blocks 1 and 2
+    assert sink_window_blocks(TraceRequest(0.0, 10, 1, (7, 8, 9), 1), 4, 0, 6) == [8, 9]
+    assert sink_window_blocks(TraceRequest(0.0, 10, 1, (7, 8, 9), 1), 4, 64, 0) == [7, 8, 9]  # sink > request

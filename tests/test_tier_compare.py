@@ -121,3 +121,21 @@ def test_progress_line_only_on_a_terminal_after_a_second(monkeypatch) -> None:
         bar.done()
         assert ("tiered replay: 2,000 requests" in err.getvalue()) is shown
         monkeypatch.undo()
+
+
+def test_sink_and_window_pins_for_a(tmp_path: Path) -> None:
+    # HBM 1 block (4 tokens); [1,2], [3,4], [1,5]: plain A misses r2's block 1; with a 4-token sink A pins 1 and 3
+    # for good and r2 reuses 4 tokens; C (its blocks released when done, arrivals 10 s apart) misses like plain A
+    path = write(tmp_path / "s.jsonl", [
+        {"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]},
+        {"timestamp": 10000, "input_length": 8, "output_length": 1, "hash_ids": [3, 4]},
+        {"timestamp": 20000, "input_length": 8, "output_length": 1, "hash_ids": [1, 5]}])
+    base = ("--scenario", "v4-flash-8xh100", "--trace", path, "--block-tokens", "4", "--tiers", "hbm",
+            "--tier-capacity", "hbm=4")
+    plain = compare_json(*base)["results"]
+    pinned = compare_json(*base, "--sink-tokens", "4")
+    a, c = pinned["results"]
+    assert (plain[0]["used_tokens"], a["used_tokens"], c["used_tokens"]) == (0, 4, 0)
+    assert a["peak_pinned_blocks"] == 3 and any("attention sinks" in n for n in pinned["notes"])
+    assert_bad_input(run_cli("compare", *base, "--sink-tokens", "-1"), "--sink-tokens")
+    assert_bad_input(run_cli("compare", "--window-tokens", "128"), "--window-tokens", "--tiers")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
 from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt, OutputOpt,
                                       PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt,
-                                      SkipBadOpt, TierCapacityOpt, TierCopiesOpt, TierLinkOpt, TiersOpt, TraceBlockOpt,
-                                      TraceCapacityOpt, TraceOpt, WarmOpt, WorkloadOpt)
+                                      SinkOpt, SkipBadOpt, TierCapacityOpt, TierCopiesOpt, TierLinkOpt, TiersOpt,
+                                      TraceBlockOpt, TraceCapacityOpt, TraceOpt, WarmOpt, WindowOpt, WorkloadOpt)
 
 
 def compare(
@@ -20,7 +20,7 @@ def compare(
     fmt: FormatOpt = "table",
     check: CheckOpt = None, explain: ExplainOpt = False,
     tiers: TiersOpt = None, tier_capacity: TierCapacityOpt = None, tier_link: TierLinkOpt = None,
-    tier_copies: TierCopiesOpt = "coalesced",
+    tier_copies: TierCopiesOpt = "coalesced", sink_tokens: SinkOpt = 0, window_tokens: WindowOpt = 0,
 ):
     """Strategy A (lru, no prefix reuse) vs C (prefix-tree) on one workload: absolute and relative deltas,
     TTFT per request class, and every assumption with its source.
@@ -66,7 +66,8 @@ def compare(
             from kvcalc.out.errors import InputError
 
             raise InputError("--tiers: needs --trace FILE, and takes --tier-capacity instead of --capacity")
-        req = parse_request(trace, tiers, tier_capacity, tier_link, traced[1], tier_copies, skip_bad)
+        req = parse_request(trace, tiers, tier_capacity, tier_link, traced[1], tier_copies, skip_bad, sink_tokens,
+                            window_tokens)
         from kvcalc.cli.common import Progress
 
         bar = Progress("A and C replay")
@@ -76,10 +77,12 @@ def compare(
             bar.done()
         emit(result, fmt, check, explain)
         return
-    if tier_capacity or tier_link:
-        from kvcalc.out.errors import InputError
+    for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link), ("--sink-tokens", sink_tokens),
+                        ("--window-tokens", window_tokens)):
+        if given:
+            from kvcalc.out.errors import InputError
 
-        raise InputError(f"{'--tier-capacity' if tier_capacity else '--tier-link'}: only with --trace FILE --tiers")
+            raise InputError(f"{flag}: only with --trace FILE --tiers")
     if traced is None:
         emit(compare_result(resolve(scenario, o)), fmt, check, explain)
         return

@@ -33,6 +33,8 @@ SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="skip and count bad
 TiersOpt = Annotated[Optional[str], typer.Option("--tiers", help="with --trace: replay A and C through exclusive tiers, fastest first: hbm,dram,ssd", show_default=False, rich_help_panel=T)]
 TierCapacityOpt = Annotated[Optional[list[str]], typer.Option("--tier-capacity", help="tier=VALUE, bytes (dram=1TB) or tokens (ssd=200m); default: hbm = KV budget after weights, dram/ssd from the hardware preset", show_default=False, rich_help_panel=T)]
 TierLinkOpt = Annotated[Optional[list[str]], typer.Option("--tier-link", help="tier=LINK a lower tier loads over (default: dram = the hardware's host_link, ssd = nvme-gen5)", show_default=False, rich_help_panel=T)]
+SinkOpt = Annotated[int, typer.Option("--sink-tokens", help="with --tiers: A never evicts the blocks of each request's first N tokens (the article's attention sinks, ~64)", rich_help_panel=T)]
+WindowOpt = Annotated[int, typer.Option("--window-tokens", help="with --tiers: A never evicts the blocks of each request's last N tokens (the article's recent window, ~128)", rich_help_panel=T)]
 TierCopiesOpt = Annotated[str, typer.Option("--tier-copies", help="coalesced (one copy per request per tier) | per-block", rich_help_panel=T)]
 
 

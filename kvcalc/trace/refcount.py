@@ -170,6 +170,43 @@ class Arrival:
     tier_tokens: tuple[int, ...]  # hit tokens per tier [tokens]
 
 
+def lookup(cache: PinnedTiers, r: TraceRequest, block_tokens: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The request's hit run in ``cache`` as it is: (hit blocks, hit tokens) per tier."""
+    n_tiers = len(cache.upper)
+    tb, tt = [0] * n_tiers, [0] * n_tiers
+    for pos, h in enumerate(r.hash_ids):
+        t = cache.tier_of(h)
+        if t is None:
+            break
+        tb[t] += 1
+        tt[t] += min(block_tokens, r.input_length - pos * block_tokens)
+    return tuple(tb), tuple(tt)
+
+
+def sink_window_blocks(r: TraceRequest, block_tokens: int, sink_tokens: int, window_tokens: int) -> list[int]:
+    """The request's blocks holding its first ``sink_tokens`` and last ``window_tokens`` tokens (the article's
+    attention sinks and recent window, which its strategy A never evicts)."""
+    n = len(r.hash_ids)
+    first = min(n, -(-sink_tokens // block_tokens)) if sink_tokens > 0 else 0
+    keep = set(range(first))
+    if window_tokens > 0 and n:
+        keep |= set(range(max(0, r.input_length - window_tokens) // block_tokens, n))
+    return [r.hash_ids[i] for i in sorted(keep)]
+
+
+def lru_step(cache: PinnedTiers, r: TraceRequest, block_tokens: int, sink_tokens: int = 0,
+             window_tokens: int = 0) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Tiered LRU (A) on a PinnedTiers: look up, access every block, release at once (nothing stays in flight);
+    the sink and recent-window blocks stay pinned for good (reference never released)."""
+    hits = lookup(cache, r, block_tokens)
+    cache.pin(r.hash_ids)
+    pinned = sink_window_blocks(r, block_tokens, sink_tokens, window_tokens)
+    if pinned:
+        cache.pin(pinned)
+    cache.unpin(r.hash_ids)
+    return hits
+
+
 def replay_pinned(requests: Iterable[TraceRequest], cache: PinnedTiers, block_tokens: int,
                   finish_s: Callable[[Arrival], float]) -> Iterator[Arrival]:
     """Time-ordered replay of strategy C through ``cache``, streaming: yields each arrival in file order.
@@ -177,21 +214,13 @@ def replay_pinned(requests: Iterable[TraceRequest], cache: PinnedTiers, block_to
     ``finish_s(arrival)`` gives when the request stops pinning its blocks [s]; it is called before the next
     arrival is processed. Requests finishing after the last arrival are released at the end.
     """
-    n_tiers = len(cache.upper)
     heap: list[tuple[float, int, tuple[int, ...]]] = []
     for i, r in enumerate(requests):
         now = r.timestamp_ms / 1000.0
         while heap and heap[0][0] <= now:
             cache.unpin(heapq.heappop(heap)[2])
-        tb, tt = [0] * n_tiers, [0] * n_tiers
-        for pos, h in enumerate(r.hash_ids):
-            t = cache.tier_of(h)
-            if t is None:
-                break
-            tb[t] += 1
-            tt[t] += min(block_tokens, r.input_length - pos * block_tokens)
+        arrival = Arrival(i, r, *lookup(cache, r, block_tokens))
         cache.pin(r.hash_ids)
-        arrival = Arrival(i, r, tuple(tb), tuple(tt))
         heapq.heappush(heap, (finish_s(arrival), i, r.hash_ids))
         yield arrival
     while heap:

@@ -94,29 +94,53 @@ class Replayed:
     inputs: list[int]
     input_tokens: int
     skipped_lines: int
-    c_peak_pinned: int
+    peak_pinned: dict[str, int]  # blocks pinned at once, per strategy [blocks]
     c_peak_held: int
+
+
+class TierCounter:
+    """Per-tier hit blocks, tokens and requests summed over requests."""
+
+    def __init__(self, n: int):
+        self.blocks, self.tokens, self.requests = [0] * n, [0] * n, [0] * n
+
+    def add(self, tier_blocks, tier_tokens) -> None:
+        for i, (b, t) in enumerate(zip(tier_blocks, tier_tokens)):
+            self.blocks[i] += b
+            self.tokens[i] += t
+            self.requests[i] += b > 0
+
+    def hits(self, names, caps) -> tuple[TierHits, ...]:
+        return tuple(TierHits(*x) for x in zip(names, caps, self.blocks, self.tokens, self.requests))
 
 
 def replay_both(path: str, req: TierRequest, inp: CostInputs, tiers: list[Tier], block: float,
                 per_token_s: float, progress=None) -> Replayed:
-    """One streaming read of the trace feeds A's one-pass engine and C's event-heap replay."""
+    """One streaming read of the trace feeds A (the one-pass engine, or with sink/window pins a PinnedTiers
+    released at once) and C's event-heap replay."""
     from kvcalc.trace.reader import read_trace
-    from kvcalc.trace.refcount import PinnedTiers, replay_pinned
+    from kvcalc.trace.refcount import PinnedTiers, lru_step, replay_pinned
     from kvcalc.trace.tiers import PROGRESS_EVERY, TieredLruEngine
 
     wins = [load_wins(t, block, req.block_tokens, per_token_s) for t in tiers]
     caps = [t.capacity_blocks for t in tiers]
     names = [t.name for t in tiers]
-    engine = TieredLruEngine(req.block_tokens, caps, keep_requests=True)
+    pins = req.sink_tokens > 0 or req.window_tokens > 0
+    engine = None if pins else TieredLruEngine(req.block_tokens, caps, keep_requests=True)
+    a_cache = PinnedTiers(caps) if pins else None
+    a_rows: list = []
+    a_count, c_count = TierCounter(len(tiers)), TierCounter(len(tiers))
     cache = PinnedTiers(caps)
     c_timer = RequestTimer(inp, tiers, wins, block, req.copies)
     arrivals, inputs, outputs = [], [], []
-    c_blocks, c_tokens, c_reqs = [0] * len(tiers), [0] * len(tiers), [0] * len(tiers)
 
     def fed(reader):
         for r in reader:
-            engine.add(r.hash_ids, r.input_length)
+            if engine is not None:
+                engine.add(r.hash_ids, r.input_length)
+            else:
+                a_rows.append(lru_step(a_cache, r, req.block_tokens, req.sink_tokens, req.window_tokens))
+                a_count.add(*a_rows[-1])
             arrivals.append(r.timestamp_ms / 1000.0)
             inputs.append(r.input_length)
             outputs.append(r.output_length)
@@ -126,24 +150,26 @@ def replay_both(path: str, req: TierRequest, inp: CostInputs, tiers: list[Tier],
 
     def finish(a) -> float:
         r = a.request
-        for i, (b, t) in enumerate(zip(a.tier_blocks, a.tier_tokens)):
-            c_blocks[i] += b
-            c_tokens[i] += t
-            c_reqs[i] += b > 0
+        c_count.add(a.tier_blocks, a.tier_tokens)
         return c_timer.serve(r.timestamp_ms / 1000.0, r.input_length, r.output_length, a.tier_blocks, a.tier_tokens)
 
     reader = read_trace(path, req.block_tokens, req.skip_bad)
     for _ in replay_pinned(fed(reader), cache, req.block_tokens, finish):
         pass
-    profile = engine.finish_tiers(names, reader.skipped_lines)
+    if engine is not None:
+        profile = engine.finish_tiers(names, reader.skipped_lines)
+        a_hits = profile.tiers
+        a_rows = list(zip(profile.request_hit_blocks.tolist(), profile.request_hit_tokens.tolist()))
+    else:
+        a_hits = a_count.hits(names, caps)
     a_timer = RequestTimer(inp, tiers, wins, block, req.copies)
-    for i, (b_row, t_row) in enumerate(zip(profile.request_hit_blocks.tolist(), profile.request_hit_tokens.tolist())):
+    for i, (b_row, t_row) in enumerate(a_rows):
         a_timer.serve(arrivals[i], inputs[i], outputs[i], b_row, t_row)
-    c_hits = tuple(TierHits(n, c, b, t, r) for n, c, b, t, r in zip(names, caps, c_blocks, c_tokens, c_reqs))
-    if profile.profile.input_tokens == 0:
+    if sum(inputs) == 0:
         raise InputError(f"{path}: the trace's requests have no input tokens: nothing to prefill or reuse")
-    return Replayed({"lru": profile.tiers, "prefix-tree": c_hits}, {"lru": a_timer, "prefix-tree": c_timer},
-                    arrivals, inputs, profile.profile.input_tokens, reader.skipped_lines, cache.peak_pinned,
+    return Replayed({"lru": a_hits, "prefix-tree": c_count.hits(names, caps)},
+                    {"lru": a_timer, "prefix-tree": c_timer}, arrivals, inputs, sum(inputs), reader.skipped_lines,
+                    {"lru": a_cache.peak_pinned if a_cache else 0, "prefix-tree": cache.peak_pinned},
                     cache.peak_present)
 
 
@@ -189,8 +215,9 @@ STRATEGY_COLUMNS = (
     Column("usd_per_mtok_blended", "$/M blended", "usd"),
 )
 TIER_COLUMNS = (
-    Column("strategy", "strategy", "text"), Column("tier", "tier", "text"), Column("capacity_bytes", "capacity", "bytes"),
-    Column("link", "link", "text"), Column("hit_tokens", "hit tokens", "int"), Column("input_share", "of input", "percent"),
+    Column("strategy", "strategy", "text"), Column("tier", "tier", "text"),
+    Column("capacity_bytes", "capacity", "bytes"), Column("link", "link", "text"),
+    Column("hit_tokens", "hit tokens", "int"), Column("input_share", "of input", "percent"),
     Column("bytes_loaded", "loaded", "bytes"), Column("load_s", "load", "s"), Column("verdict", "verdict", "text"),
 )
 
@@ -223,7 +250,7 @@ def tier_compare_result(inp: CostInputs, req: TierRequest, progress=None) -> Res
                "load_time_s": timer.load_s} | _percentiles(timer.ttft_s) | {
                k: cost[k] for k in ("prefill_time_s", "gpu_seconds", "usd_per_mtok_input", "usd_per_mtok_output",
                                     "usd_per_mtok_blended", "decode_tokens_per_s")}
-        pinned = rep.c_peak_pinned if strategy == "prefix-tree" else 0
+        pinned = rep.peak_pinned[strategy]
         row |= {"peak_pinned_blocks": pinned, "peak_pinned_bytes": pinned * block}
         if inp.pd_link is not None:
             row |= _pd_fields(inp, node, rep, timer)
@@ -235,14 +262,22 @@ def tier_compare_result(inp: CostInputs, req: TierRequest, progress=None) -> Res
     notes = [f"TTFT queueing model {QUEUE_MODEL}: one request at a time on the whole node's prefill compute, in "
              "arrival order, no batching (start = max(arrival, previous end); TTFT = wait + load of its hit tokens + "
              "prefill of the rest); decode = output tokens / decode tok/s per request",
-             f"A: tiered LRU in one pass; C: blocks of requests in flight (timestamp to TTFT + decode) are pinned, "
-             f"unreferenced blocks tiered by recency (event heap; peak pinned {fmt_count(rep.c_peak_pinned)} blocks, "
+             "A: tiered LRU" + (" with pinned sinks and windows" if req.sink_tokens or req.window_tokens else
+                                " in one pass") +
+             "; C: blocks of requests in flight (timestamp to TTFT + decode) are pinned, "
+             "unreferenced blocks tiered by recency (event heap; peak pinned "
+             f"{fmt_count(rep.peak_pinned['prefix-tree'])} blocks, "
              f"peak held {fmt_count(rep.c_peak_held)} blocks of {fmt_bytes(block)})",
              f"C reuses {fmt_count(c['used_tokens'])} tokens ({fmt_percent(c['used_tokens'] / rep.input_tokens)}), "
              f"A {fmt_count(a['used_tokens'])} ({fmt_percent(a['used_tokens'] / rep.input_tokens)}) of "
              f"{fmt_count(rep.input_tokens)} input tokens",
              "$/M from the cost model with each strategy's measured reuse (GPU time of prefill + decode); load time "
              "is in TTFT, not in $"]
+    if req.sink_tokens or req.window_tokens:
+        notes.append(f"A pins the blocks of each request's first {req.sink_tokens} tokens (attention sinks) and last "
+                     f"{req.window_tokens} (recent window) for good, as the article's A: up to "
+                     f"{fmt_count(a['peak_pinned_blocks'])} blocks = {fmt_bytes(a['peak_pinned_bytes'])} held in HBM "
+                     "beside the tiers")
     hbm_bytes = tiers[0].capacity_bytes
     if c["peak_pinned_bytes"] > hbm_bytes:
         notes.append(f"warning: C pinned up to {fmt_bytes(c['peak_pinned_bytes'])} of KV of requests in flight, more "
@@ -258,7 +293,8 @@ def tier_compare_result(inp: CostInputs, req: TierRequest, progress=None) -> Res
               "tier_link": dict(req.links), "block_tokens": req.block_tokens, "copies": req.copies,
               "model": inp.model_name, "hardware": inp.hardware_name, "gpus": inp.gpus,
               "mfu_prefill": inp.mfu_prefill, "decode_tokens_per_s": inp.decode_tokens_per_s,
-              "queue_model": QUEUE_MODEL, "pd_link": inp.pd_link_name}
+              "queue_model": QUEUE_MODEL, "pd_link": inp.pd_link_name, "sink_tokens": req.sink_tokens,
+              "window_tokens": req.window_tokens}
     main = Table("strategies", f"A vs C on {name} through {','.join(req.tiers)}: {inp.model_name} on {inp.gpus} x "
                  f"{inp.hardware_name}", STRATEGY_COLUMNS, tuple(rows))
     extra = [Table("tiers", "Per tier", TIER_COLUMNS, tuple(tier_table))]

@@ -44,6 +44,8 @@ class TierRequest:
     block_tokens: int = DEFAULT_BLOCK_TOKENS
     copies: str = "coalesced"
     skip_bad: bool = False
+    sink_tokens: int = 0  # compare: A never evicts the blocks of each request's first ... tokens
+    window_tokens: int = 0  # ... and last ... tokens (the article's attention sinks and recent window)
 
 
 def node_of(inp: CostInputs, block_tokens: int) -> TierNode:
@@ -118,11 +120,14 @@ def tier_trace_result(req: TierRequest, inp: CostInputs, progress=None) -> Resul
     main = Table("tiers", f"Tiered LRU on {name}: {inp.model_name} on {inp.gpus} x {inp.hardware_name}, "
                  f"{req.block_tokens}-token blocks of {fmt_bytes(block)}", TIER_COLUMNS, tuple(rows))
     extra = Table("summary", "Whole trace", SUMMARY_COLUMNS, (summary,))
-    notes = [f"a {req.block_tokens}-token block prefills in {fmt_seconds(req.block_tokens * per_token_s)}: a tier whose "
+    copies = ("requests that hit the tier (one coalesced copy each)" if req.copies == "coalesced" else
+              "hit blocks (one copy each)")
+    notes = [f"a {req.block_tokens}-token block prefills in {fmt_seconds(req.block_tokens * per_token_s)}: "
+             "a tier whose "
              "block load is slower is recomputed",
              f"tier hits add up to one LRU cache of the summed capacity: {summary['hit_tokens']:,} = "
              f"{summary['single_cache_reused_tokens']:,} reused tokens",
-             f"load = latency x {'requests that hit the tier (one coalesced copy each)' if req.copies == 'coalesced' else 'hit blocks (one copy each)'}"
+             f"load = latency x {copies}"
              " + bytes / bandwidth; prefill avoided = hit tokens x 2 x active params / (gpus x peak x MFU) "
              f"(MFU {inp.mfu_prefill:g}, {inp.sources.get('mfu', '')})"]
     for r in rows:
@@ -140,7 +145,8 @@ def tier_trace_result(req: TierRequest, inp: CostInputs, progress=None) -> Resul
 
 
 def parse_request(path: str, tiers: str, capacity: Optional[list[str]], link: Optional[list[str]],
-                  block_tokens: int, copies: str, skip_bad: bool) -> TierRequest:
+                  block_tokens: int, copies: str, skip_bad: bool, sink_tokens: int = 0,
+                  window_tokens: int = 0) -> TierRequest:
     """Command-line text -> TierRequest (InputError naming the flag and tier)."""
     from kvcalc.out.errors import InputError
     from kvcalc.trace.tier_cost import COPY_MODES, parse_tier_map, parse_tier_names
@@ -150,4 +156,8 @@ def parse_request(path: str, tiers: str, capacity: Optional[list[str]], link: Op
     names = parse_tier_names(tiers)
     caps = parse_tier_map(capacity, "--tier-capacity", names)
     links = parse_tier_map(link, "--tier-link", names)
-    return TierRequest(path, tuple(names), tuple(caps.items()), tuple(links.items()), block_tokens, copies, skip_bad)
+    for flag, value in (("--sink-tokens", sink_tokens), ("--window-tokens", window_tokens)):
+        if value < 0:
+            raise InputError(f"{flag}: must be >= 0 tokens, got {value}")
+    return TierRequest(path, tuple(names), tuple(caps.items()), tuple(links.items()), block_tokens, copies, skip_bad,
+                       sink_tokens, window_tokens)
