@@ -97,7 +97,7 @@ def test_bad_tier_specs(four: str, args, words) -> None:
 
 @pytest.mark.skipif(not MOONCAKE.exists(), reason="shared Mooncake trace not present")
 def test_mooncake_tiers_add_up_to_the_summed_capacity() -> None:
-    # V4 Flash on 8 x H100 (the default scenario): HBM 20,133 blocks; tokens capacities for DRAM and SSD
+    # V4 Flash on 8 x H100 (the default scenario): HBM 28,964 blocks; tokens capacities for DRAM and SSD
     out = tiers_json(str(MOONCAKE), "--tiers", "hbm,dram,ssd", "--tier-capacity", "dram=3m,ssd=10m")
     rows = out["results"]
     total_blocks = sum(r["capacity_blocks"] for r in rows)

@@ -30,13 +30,13 @@ from typing import Optional
 import numpy as np
 
 from kvcalc.out.errors import InputError
-from kvcalc.trace.lru_curve import DEFAULT_CHUNK_ACCESSES, LruProfile, LruStackEngine
+from kvcalc.trace.lru_curve import (DEFAULT_CHUNK_ACCESSES, INF_DEPTH, LruProfile, LruStackEngine,
+                                    count_prefix_at_least)
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
 
 PROGRESS_EVERY = 1000  # requests between progress callbacks
 TIER_ORDER = ("hbm", "dram", "ssd")  # fastest first; demotion runs left to right
-_BIG_DEPTH = (1 << 36) - 1  # the engine's never-seen depth; capacities are capped just below it
-_SPAN = 1 << 37  # per-request offset of the segmented running max (requests per chunk < 2^24)
+_BIG_DEPTH = INF_DEPTH  # the engine's never-seen depth; capacities are capped just below it
 
 
 @dataclass(frozen=True)
@@ -97,31 +97,52 @@ class TieredLruEngine(LruStackEngine):
         self._has_blocks: list[bool] = []
         self._req_blocks: list[np.ndarray] = []
         self._req_tokens: list[np.ndarray] = []
+        self._own_depth: Optional[np.ndarray] = None  # per access of the chunk being processed [blocks]
 
-    def add(self, hash_ids: Sequence[int], input_length: int) -> None:
-        """Buffer one request (see LruStackEngine.add)."""
+    def add_records(self, records: Sequence) -> None:
+        """Buffer requests (see LruStackEngine.add_records)."""
         if self._keep:
-            self._has_blocks.append(bool(hash_ids))
-        super().add(hash_ids, input_length)
+            self._has_blocks += [bool(r.hash_ids) for r in records]
+        super().add_records(records)
 
-    def _accumulate(self, depth, req, pos, inputs) -> None:
+    def _prefix_max_depths(self, prev, q, req, starts):
+        """The engine's prefix-maximum depths, plus each hit candidate's *own* depth, kept for the tiers.
+
+        The engine counts depths only where a request's oldest slot drops (enough for the hit run); a tier
+        needs every block's own depth: for the accesses whose prefix maximum is within the summed capacity,
+        depth = (D + chunk accesses before the request - q) - #{those accesses re-touching slots >= q}, the
+        engine's own formula (:func:`kvcalc.trace.lru_curve.count_prefix_at_least`) at every such access.
+        """
+        prefix_max = super()._prefix_max_depths(prev, q, req, starts)
+        own = np.full(len(prev), INF_DEPTH, np.int64)
+        need = np.flatnonzero(prefix_max <= self._upper[-1])
+        if len(need):
+            q_need = q[need]
+            prefix = starts[req[need]]
+            kept = prev >= 0
+            kept_before = np.concatenate(([0], np.cumsum(kept)))
+            newer = count_prefix_at_least(prev[kept] + 1, kept_before[prefix], q_need + 1)
+            own[need] = (len(self._known_ids) + prefix - q_need) - newer
+        self._own_depth = own
+        return prefix_max
+
+    def _accumulate(self, prefix_max, req, pos, inputs) -> None:
         """The single-stack histograms, then per tier: hit blocks, tokens and requests of this chunk.
 
-        Relies on the engine handing each access's *own* stack depth to this hook (the tier is decided by it,
-        the hit run by the running maximum); the brute-force tests in tests/test_tiers.py guard that contract.
+        The hit run is decided by the prefix maximum (as for one cache of the summed capacity), the tier of
+        each of its blocks by that block's own depth (from :meth:`_prefix_max_depths`); the brute-force tests
+        in tests/test_tiers.py guard both.
         """
-        super()._accumulate(depth, req, pos, inputs)
+        super()._accumulate(prefix_max, req, pos, inputs)
         n_req, n_tier = len(inputs), len(self.capacity_blocks)
-        capped = np.minimum(depth, _BIG_DEPTH)
-        offset = req * _SPAN  # segmented running max over each request's blocks
-        prefix_max = np.maximum.accumulate(capped + offset) - offset
         hit = prefix_max <= self._upper[-1]
-        tier = np.searchsorted(self._upper, capped[hit], side="left")
+        tier = np.searchsorted(self._upper, self._own_depth[hit], side="left")
         tokens = np.minimum(self.block_tokens, inputs[req[hit]] - pos[hit] * self.block_tokens)
         cell = req[hit] * n_tier + tier
         blocks = np.bincount(cell, minlength=n_req * n_tier).reshape(n_req, n_tier).astype(np.int64)
         toks = np.rint(np.bincount(cell, weights=tokens, minlength=n_req * n_tier)).astype(np.int64)
         toks = toks.reshape(n_req, n_tier)
+        self._own_depth = None
         self._tier_blocks += blocks.sum(axis=0)
         self._tier_tokens += toks.sum(axis=0)
         self._tier_requests += (blocks > 0).sum(axis=0)
@@ -165,12 +186,15 @@ def tiered_profile(path: str | Path, capacity_blocks: Sequence[Optional[int]], n
                    progress: Optional[Callable[[int], None]] = None) -> TieredProfile:
     """Tiered LRU replay of a trace file, in one streaming pass (see the module doc).
 
-    ``progress(requests read)`` is called every :data:`PROGRESS_EVERY` requests when given.
+    ``progress(requests read)`` is called about every :data:`PROGRESS_EVERY` requests when given (per batch of
+    lines read, rounded down to a multiple of it).
     """
     engine = TieredLruEngine(block_tokens, capacity_blocks, keep_requests=keep_requests)
     reader = read_trace(path, block_tokens, skip_bad)
-    for i, request in enumerate(reader, 1):
-        engine.add(request.hash_ids, request.input_length)
-        if progress is not None and i % PROGRESS_EVERY == 0:
-            progress(i)
+    reported = 0
+    for records, _ in reader.batches():
+        engine.add_records(records)
+        if progress is not None and engine.requests - reported >= PROGRESS_EVERY:
+            reported = engine.requests - engine.requests % PROGRESS_EVERY
+            progress(reported)
     return engine.finish_tiers(names[:len(capacity_blocks)], reader.skipped_lines)
