@@ -39,7 +39,19 @@ for p in (REPO, REPO / "bench"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from bench_trace import _peak_rss_bytes, build_scaled_trace  # noqa: E402
+from bench_trace import build_scaled_trace  # noqa: E402
+
+
+def _peak_rss_bytes() -> int:
+    """Peak resident memory of this process so far [B]: VmHWM on Linux (starts afresh at exec), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        import resource
+
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return rss if sys.platform == "darwin" else rss * 1024
 
 
 def build_repeated_trace(source: Path, copies: int, target: Path) -> None:

@@ -37,6 +37,7 @@ from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
 PROGRESS_EVERY = 1000  # requests between progress callbacks
 TIER_ORDER = ("hbm", "dram", "ssd")  # fastest first; demotion runs left to right
 _BIG_DEPTH = INF_DEPTH  # the engine's never-seen depth; capacities are capped just below it
+_SPAN = INF_DEPTH + 1  # per-request offset of the segmented running max (requests per chunk < 2^24)
 
 
 @dataclass(frozen=True)
@@ -106,23 +107,30 @@ class TieredLruEngine(LruStackEngine):
         super().add_records(records)
 
     def _prefix_max_depths(self, prev, q, req, starts):
-        """The engine's prefix-maximum depths, plus each hit candidate's *own* depth, kept for the tiers.
+        """The engine's prefix maxima, plus each hit block's *own* depth where its tier needs it (kept).
 
-        The engine counts depths only where a request's oldest slot drops (enough for the hit run); a tier
-        needs every block's own depth: for the accesses whose prefix maximum is within the summed capacity,
-        depth = (D + chunk accesses before the request - q) - #{those accesses re-touching slots >= q}, the
-        engine's own formula (:func:`kvcalc.trace.lru_curve.count_prefix_at_least`) at every such access.
+        The engine counts depths only where a request's oldest slot so far drops (then own depth = prefix
+        maximum); elsewhere own depth <= prefix maximum, so a block whose prefix maximum is within HBM is in
+        HBM. Only the other blocks of a hit run, within the summed capacity and not at a new oldest slot, are
+        counted, with the engine's formula: depth = (D + chunk accesses before the request - q) -
+        #{those accesses re-touching slots >= q} (:func:`kvcalc.trace.lru_curve.count_prefix_at_least`).
         """
         prefix_max = super()._prefix_max_depths(prev, q, req, starts)
-        own = np.full(len(prev), INF_DEPTH, np.int64)
-        need = np.flatnonzero(prefix_max <= self._upper[-1])
-        if len(need):
-            q_need = q[need]
-            prefix = starts[req[need]]
+        own = prefix_max.copy()
+        upper = self._upper
+        cand = np.flatnonzero((prefix_max > upper[0]) & (prefix_max <= upper[-1]))
+        if len(cand):
+            seen = prefix_max < INF_DEPTH  # the seen run leading each request (q >= 0 there)
+            shift = req * _SPAN
+            oldest = np.minimum.accumulate(np.where(seen, q, _SPAN - 1) - shift) + shift  # running min slot
+            cand = cand[q[cand] > oldest[cand]]
+        if len(cand):
+            q_c = q[cand]
+            prefix = starts[req[cand]]
             kept = prev >= 0
             kept_before = np.concatenate(([0], np.cumsum(kept)))
-            newer = count_prefix_at_least(prev[kept] + 1, kept_before[prefix], q_need + 1)
-            own[need] = (len(self._known_ids) + prefix - q_need) - newer
+            newer = count_prefix_at_least(prev[kept] + 1, kept_before[prefix], q_c + 1)
+            own[cand] = (len(self._known_ids) + prefix - q_c) - newer
         self._own_depth = own
         return prefix_max
 
