@@ -127,7 +127,7 @@ class TieredLruEngine(LruStackEngine):
         if len(cand):
             q_c = q[cand]
             prefix = starts[req[cand]]
-            kept = prev >= 0
+            kept = prev >= q_c.min()  # an access re-touching an older slot than every query never counts
             kept_before = np.concatenate(([0], np.cumsum(kept)))
             newer = count_prefix_at_least(prev[kept] + 1, kept_before[prefix], q_c + 1)
             own[cand] = (len(self._known_ids) + prefix - q_c) - newer
