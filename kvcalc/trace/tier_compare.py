@@ -31,7 +31,6 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from kvcalc.model import attention as att
 from kvcalc.out.errors import InputError
