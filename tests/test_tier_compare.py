@@ -139,3 +139,14 @@ def test_sink_and_window_pins_for_a(tmp_path: Path) -> None:
     assert a["peak_pinned_blocks"] == 3 and any("attention sinks" in n for n in pinned["notes"])
     assert_bad_input(run_cli("compare", *base, "--sink-tokens", "-1"), "--sink-tokens")
     assert_bad_input(run_cli("compare", "--window-tokens", "128"), "--window-tokens", "--tiers")
+
+
+def test_compare_api_equals_cli(four: str) -> None:
+    import kvcalc
+    from kvcalc.out.render import to_json
+
+    req = kvcalc.TierRequest(four, ("hbm", "dram"), (("hbm", "4"), ("dram", "8")), block_tokens=4)
+    api = json.loads(to_json(kvcalc.tier_compare_result(kvcalc.resolve_scenario("v4-flash-8xh100"), req)))
+    cli = compare_json("--scenario", "v4-flash-8xh100", "--trace", four, "--block-tokens", "4", "--tiers", "hbm,dram",
+                       "--tier-capacity", "hbm=4,dram=8")
+    assert api["results"] == cli["results"] and api["tables"] == cli["tables"]
