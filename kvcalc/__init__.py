@@ -63,6 +63,10 @@ _API = {
     "TraceInputs": ("kvcalc.trace.report", "TraceInputs"),
     "trace_result": ("kvcalc.trace.report", "trace_result"),
     "trace_compare_result": ("kvcalc.trace.cost", "trace_compare_result"),
+    "tiered_profile": ("kvcalc.trace.tiers", "tiered_profile"),
+    "TierRequest": ("kvcalc.trace.tier_report", "TierRequest"),
+    "tier_trace_result": ("kvcalc.trace.tier_report", "tier_trace_result"),
+    "tier_compare_result": ("kvcalc.trace.tier_compare", "tier_compare_result"),
 }
 
 __all__ = ["__version__", *_API]

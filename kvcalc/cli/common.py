@@ -96,3 +96,29 @@ def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
         from kvcalc.out.errors import EXIT_CHECK_FAILED
 
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+class Progress:
+    """A one-line request counter on stderr for long replays: only on a terminal, and only once a replay has
+    run for a second (so short runs and pipes stay silent). Call it with the requests read; ``done()`` clears it."""
+
+    def __init__(self, what: str = "replaying"):
+        import time
+
+        self.what = what
+        self.start = time.monotonic()
+        self.shown = False
+        self.on = sys.stderr.isatty()
+
+    def __call__(self, requests: int) -> None:
+        import time
+
+        if self.on and time.monotonic() - self.start >= 1.0:
+            sys.stderr.write(f"\r{self.what}: {requests:,} requests")
+            sys.stderr.flush()
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()

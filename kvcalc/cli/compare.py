@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
-from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt, OutputOpt,
-                                      PdLinkOpt, PdOverlapOpt, PriceOpt, TtftOpt, RequestsOpt, ScenarioOpt, SharedOpt,
-                                      SkipBadOpt, TraceBlockOpt, TraceCapacityOpt, TraceOpt, WarmOpt, WorkloadOpt)
+from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
+                                      OutputOpt, PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt,
+                                      SinkOpt, SkipBadOpt, TierCapacityOpt, TierCopiesOpt, TierLinkOpt, TiersOpt,
+                                      TraceBlockOpt, TraceCapacityOpt, TraceOpt, TtftOpt, WarmOpt, WindowOpt, WorkloadOpt)
 
 
 def compare(
@@ -18,6 +19,8 @@ def compare(
     mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None, mtp: MtpOpt = False,
     engine: EngineOpt = None, fmt: FormatOpt = "table",
     check: CheckOpt = None, explain: ExplainOpt = False,
+    tiers: TiersOpt = None, tier_capacity: TierCapacityOpt = None, tier_link: TierLinkOpt = None,
+    tier_copies: TierCopiesOpt = "coalesced", sink_tokens: SinkOpt = 0, window_tokens: WindowOpt = 0,
 ):
     """Strategy A (lru, no prefix reuse) vs C (prefix-tree) on one workload: absolute and relative deltas,
     TTFT per request class, and every assumption with its source.
@@ -35,6 +38,12 @@ def compare(
 
     With --trace FILE the trace's requests replace the workload: A prefills every input token; C reuses each
     request's measured prefix hits in an LRU cache of --capacity (default inf) with --block-tokens blocks.
+
+    With --trace FILE --tiers hbm,dram,ssd both strategies replay the trace through the same tiers: A a tiered LRU,
+    C pins the blocks of requests in flight; per-tier hits, load time, TTFT mean/p50/p90/p99 under a FIFO
+    prefill queue in arrival order, and $/M from the measured reuse:
+
+      kvcalc compare --scenario v4-flash-8xh100 --trace trace.jsonl --tiers hbm,dram,ssd
     """
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.cli.scenario_opts import overrides, trace_flags
@@ -42,6 +51,11 @@ def compare(
     from kvcalc.serve.scenario import resolve
 
     check_format(fmt)
+    from kvcalc.out.units import MAX_TOKENS, check_positive
+
+    for flag, value in (("--sink-tokens", sink_tokens), ("--window-tokens", window_tokens)):
+        if value:
+            check_positive(value, flag, allow_zero=True, limit=MAX_TOKENS)
     traced = trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output_tokens,
                          shared_prefix, warm)
     o = overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, price=price_per_gpu_hour,
@@ -49,6 +63,31 @@ def compare(
                   requests=requests, context=context, output=output_tokens, shared=shared_prefix,
                   pd_link=pd_link, pd_overlap_us=pd_overlap_us, ttft_model=ttft_model, engine=engine,
                   kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp))
+    if tiers is not None:
+        from kvcalc.trace.tier_compare import tier_compare_result
+        from kvcalc.trace.tier_report import parse_request
+
+        if trace is None or capacity is not None:
+            from kvcalc.out.errors import InputError
+
+            raise InputError("--tiers: needs --trace FILE, and takes --tier-capacity instead of --capacity")
+        req = parse_request(trace, tiers, tier_capacity, tier_link, traced[1], tier_copies, skip_bad, sink_tokens,
+                            window_tokens)
+        from kvcalc.cli.common import Progress
+
+        bar = Progress("A and C replay")
+        try:
+            result = tier_compare_result(resolve(scenario, o), req, bar)
+        finally:
+            bar.done()
+        emit(result, fmt, check, explain)
+        return
+    for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link), ("--sink-tokens", sink_tokens),
+                        ("--window-tokens", window_tokens)):
+        if given:
+            from kvcalc.out.errors import InputError
+
+            raise InputError(f"{flag}: only with --trace FILE --tiers")
     if traced is None:
         emit(compare_result(resolve(scenario, o)), fmt, check, explain)
         return

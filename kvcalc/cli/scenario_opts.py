@@ -38,6 +38,12 @@ TraceOpt = Annotated[Optional[str], typer.Option("--trace", help="JSONL request 
 TraceCapacityOpt = Annotated[Optional[str], typer.Option("--capacity", help="LRU cache for C: tokens (3m = 3,000,000), bytes (80GB, via the model's KV block) or inf (default: inf)", show_default=False, rich_help_panel=T)]
 TraceBlockOpt = Annotated[Optional[int], typer.Option("--block-tokens", help=f"tokens per hash id in the trace (default 512; at most {MAX_BLOCK_TOKENS:,})", show_default=False, rich_help_panel=T)]
 SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="skip and count bad trace lines instead of stopping", rich_help_panel=T)]
+TiersOpt = Annotated[Optional[str], typer.Option("--tiers", help="with --trace: replay A and C through exclusive tiers, fastest first: hbm,dram,ssd", show_default=False, rich_help_panel=T)]
+TierCapacityOpt = Annotated[Optional[list[str]], typer.Option("--tier-capacity", help="tier=VALUE, bytes (dram=1TB) or tokens (ssd=200m); default: hbm = KV budget after weights, dram/ssd from the hardware preset", show_default=False, rich_help_panel=T)]
+TierLinkOpt = Annotated[Optional[list[str]], typer.Option("--tier-link", help="tier=LINK a lower tier loads over (default: dram = the hardware's host_link, ssd = nvme-gen5)", show_default=False, rich_help_panel=T)]
+SinkOpt = Annotated[int, typer.Option("--sink-tokens", help=f"with --tiers: A never evicts the blocks of each request's first N tokens (the article's attention sinks, ~64; at most {MAX_TOKENS:,})", rich_help_panel=T)]
+WindowOpt = Annotated[int, typer.Option("--window-tokens", help=f"with --tiers: A never evicts the blocks of each request's last N tokens (the article's recent window, ~128; at most {MAX_TOKENS:,})", rich_help_panel=T)]
+TierCopiesOpt = Annotated[str, typer.Option("--tier-copies", help="coalesced (one copy per request per tier) | per-block", rich_help_panel=T)]
 
 
 def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None, mfu=None, decode=None, warm=None,

@@ -11,6 +11,7 @@ from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, 
 from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_CURVE_POINTS, MAX_GPUS
 
 R = "Replay"
+TI = "Tiers (HBM -> DRAM -> SSD)"
 
 
 def trace(
@@ -39,7 +40,7 @@ def trace(
         "block, and shows the bytes each capacity holds", show_default=False, rich_help_panel="KV layout")] = None,
     hardware: Annotated[Optional[str], typer.Option(
         "--hardware", help="with --model: add the node's KV budget (after the weights) as a capacity, marked on "
-        "the --plot chart", show_default=False, rich_help_panel=R)] = None,
+        "the --plot chart; with --tiers: the node the tiers live on", show_default=False, rich_help_panel=R)] = None,
     gpus: Annotated[int, typer.Option("--gpus", help=f"GPUs in that node (1 to {MAX_GPUS:,})",
                                       rich_help_panel=R)] = 8,
     plot: Annotated[Optional[str], typer.Option(
@@ -47,6 +48,23 @@ def trace(
         "marked (needs the extra: pip install 'kvcalc[plot]')", show_default=False, rich_help_panel="Output")] = None,
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
     mtp: MtpOpt = False, fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
+    tiers: Annotated[Optional[str], typer.Option(
+        "--tiers", help="replay through exclusive LRU tiers, fastest first: hbm,dram,ssd (demotion on eviction, "
+        "promotion on a hit); per-tier hits, load time vs prefill avoided", show_default=False,
+        rich_help_panel=TI)] = None,
+    tier_capacity: Annotated[Optional[list[str]], typer.Option(
+        "--tier-capacity", help="tier=VALUE, bytes (dram=1TB) or tokens (ssd=200m); repeatable or comma-separated "
+        "(default: hbm = KV budget after weights; dram/ssd from the hardware preset)", show_default=False,
+        rich_help_panel=TI)] = None,
+    tier_link: Annotated[Optional[list[str]], typer.Option(
+        "--tier-link", help="tier=LINK preset a lower tier loads over (default: dram = the hardware's host_link, "
+        "ssd = nvme-gen5)", show_default=False, rich_help_panel=TI)] = None,
+    tier_copies: Annotated[str, typer.Option(
+        "--tier-copies", help="coalesced (one copy per request per tier) | per-block (one copy per block)",
+        rich_help_panel=TI)] = "coalesced",
+    scenario: Annotated[str, typer.Option(
+        "--scenario", "-s", help="scenario giving model, hardware, peak and MFU for --tiers (--model, --hardware, "
+        "--gpus override it)", rich_help_panel=TI)] = "v4-flash-8xh100",
 ):
     """Replay a request trace through a prefix cache: hit rate per capacity, or a hit-rate curve.
 
@@ -67,6 +85,8 @@ def trace(
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
 
       kvcalc trace trace.jsonl --curve --model deepseek-v4-flash --hardware h100-sxm --gpus 8 --plot curve.png
+      kvcalc trace trace.jsonl --model llama-3-70b --hardware h100-sxm --gpus 8 --tiers hbm,dram,ssd
+      kvcalc trace trace.jsonl --tiers hbm,dram --tier-capacity dram=1TB --tier-link dram=pcie-gen4-x16
     """
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.model import catalog
@@ -79,6 +99,29 @@ def trace(
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
     check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     check_positive(gpus, "--gpus", limit=MAX_GPUS)
+    if tiers is not None:
+        from kvcalc.cli.scenario_opts import overrides
+        from kvcalc.serve.scenario import resolve
+        from kvcalc.trace.tier_report import parse_request, tier_trace_result
+
+        for flag, given in (("--capacity", capacity), ("--curve", curve or curve_points is not None),
+                            ("--plot", plot), ("--policy", policy != "lru")):
+            if given:
+                raise InputError(f"{flag}: not with --tiers (tiers are LRU; give their sizes with --tier-capacity)")
+        req = parse_request(str(file), tiers, tier_capacity, tier_link, block_tokens, tier_copies, skip_bad)
+        cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts))
+        from kvcalc.cli.common import Progress
+
+        bar = Progress("tiered replay")
+        try:
+            result = tier_trace_result(req, cost_inputs, bar)
+        finally:
+            bar.done()
+        emit(result, fmt, check, explain)
+        return
+    for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link)):
+        if given:
+            raise InputError(f"{flag}: only with --tiers")
     if curve_points is not None:
         check_positive(curve_points, "--curve-points", limit=MAX_CURVE_POINTS)
     use_curve = curve or curve_points is not None

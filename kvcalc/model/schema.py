@@ -333,6 +333,10 @@ class HardwarePreset:
     gpu_memory_utilization (e.g. 79.19-79.25 GiB on an 80 GB H100, 44.42 GiB on a 48 GB L40S)"""
     cuda_total_source: Optional[str] = None
     """where cuda_total_gib comes from (a start-up log)"""
+    host_dram_gb_per_gpu: Optional[MemoryGb] = None
+    """host DRAM of the reference node per GPU [GB = 1e9 B] (a KV tier below HBM)"""
+    local_ssd_gb_per_gpu: Optional[MemoryGb] = None
+    """local NVMe data storage of the reference node per GPU [GB = 1e9 B] (a KV tier below DRAM)"""
 
     def __post_init__(self):
         if not self.source.strip() or not self.usd_per_gpu_hour_source.strip():
@@ -349,6 +353,16 @@ class HardwarePreset:
     def cuda_total_bytes(self) -> Optional[float]:
         """Device memory as CUDA reports it [B]; None when the preset does not say."""
         return None if self.cuda_total_gib is None else units.gib_to_bytes(self.cuda_total_gib)
+
+    @property
+    def host_dram_bytes_per_gpu(self) -> Optional[float]:
+        """Host DRAM per GPU [B]; None when the preset does not say."""
+        return None if self.host_dram_gb_per_gpu is None else units.gb_to_bytes(self.host_dram_gb_per_gpu)
+
+    @property
+    def local_ssd_bytes_per_gpu(self) -> Optional[float]:
+        """Local NVMe storage per GPU [B]; None when the preset does not say."""
+        return None if self.local_ssd_gb_per_gpu is None else units.gb_to_bytes(self.local_ssd_gb_per_gpu)
 
     @property
     def hbm_bandwidth_bytes_per_s(self) -> float:

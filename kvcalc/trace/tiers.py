@@ -1,0 +1,208 @@
+"""Tiered LRU replay (HBM -> DRAM -> SSD) as depth ranges of one LRU stack, in one pass.
+
+Exclusive tiers with demotion and promotion: a block lives in at most one tier; a new or re-used block goes
+to the top tier (HBM) as its most recent block; a tier over its capacity demotes its least recent block to
+the next tier as that tier's most recent block; the last tier evicts. That is exactly one LRU stack of the
+summed capacity cut into depth ranges: tier ``i`` holds the blocks at depths ``U_{i-1} < d <= U_i`` where
+``U_i = c_0 + ... + c_i`` (cumulative capacities in blocks; a promotion moves the block to depth 1 and shifts
+every block above it down by one, which is one demotion across each boundary above it).
+
+So the stack depths of :class:`kvcalc.trace.lru_curve.LruStackEngine` answer every tier at once:
+
+- a request's hit run is the leading blocks whose prefix-maximum depth is ``<= U_last`` (as for one cache of
+  the summed capacity, so the tiers' hits add up to that cache's hits, exactly);
+- each block of the run was served by the tier its *own* depth before the request falls in.
+
+Per tier: hit blocks, hit tokens (``B`` per block, the remainder for a request's last one) and the requests
+with at least one hit there (one coalesced copy each). With ``keep_requests`` the per-request hits per tier
+are kept as well (memory O(requests)); otherwise memory is that of the engine, O(distinct blocks).
+
+This module computes; it never prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from kvcalc.out.errors import InputError
+from kvcalc.trace.lru_curve import (DEFAULT_CHUNK_ACCESSES, INF_DEPTH, LruProfile, LruStackEngine,
+                                    count_prefix_at_least)
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
+
+PROGRESS_EVERY = 1000  # requests between progress callbacks
+TIER_ORDER = ("hbm", "dram", "ssd")  # fastest first; demotion runs left to right
+_BIG_DEPTH = INF_DEPTH  # the engine's never-seen depth; capacities are capped just below it
+_SPAN = INF_DEPTH + 1  # per-request offset of the segmented running max (requests per chunk < 2^24)
+
+
+@dataclass(frozen=True)
+class TierHits:
+    """What one tier served over a trace."""
+
+    name: str
+    capacity_blocks: Optional[int]  # [blocks]; None = infinite (last tier only)
+    hit_blocks: int  # [blocks]
+    hit_tokens: int  # [tokens]
+    hit_requests: int  # requests with at least one hit block in this tier
+
+
+@dataclass(frozen=True)
+class TieredProfile:
+    """Per-tier hits of one tiered LRU replay, and the single-stack profile of the same pass."""
+
+    tiers: tuple[TierHits, ...]
+    profile: LruProfile  # the one LRU stack: profile.at(summed capacity) == the tiers' hits summed
+    request_hit_blocks: Optional[np.ndarray] = None  # [requests, tiers] int64, with keep_requests
+    request_hit_tokens: Optional[np.ndarray] = None  # [requests, tiers] int64, with keep_requests
+
+    @property
+    def total_capacity_blocks(self) -> Optional[int]:
+        """Summed capacity [blocks]; None when the last tier is infinite."""
+        caps = [t.capacity_blocks for t in self.tiers]
+        return None if None in caps else sum(caps)
+
+
+def check_tier_blocks(capacity_blocks: Sequence[Optional[int]]) -> None:
+    """Capacities [blocks] >= 0, whole numbers; only the last may be None (infinite)."""
+    if not capacity_blocks:
+        raise InputError("--tiers: give at least one tier")
+    for i, c in enumerate(capacity_blocks):
+        if c is None:
+            if i != len(capacity_blocks) - 1:
+                raise InputError("tier capacity: only the last tier may be infinite")
+            continue
+        if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < 0:
+            raise InputError(f"tier capacity: must be a whole number of blocks >= 0, got {c!r}")
+
+
+class TieredLruEngine(LruStackEngine):
+    """The LRU stack-depth engine plus per-tier hit counts for fixed tier capacities [blocks]."""
+
+    def __init__(self, block_tokens: int, capacity_blocks: Sequence[Optional[int]],
+                 chunk_accesses: int = DEFAULT_CHUNK_ACCESSES, keep_requests: bool = False):
+        super().__init__(block_tokens, chunk_accesses)
+        check_tier_blocks(capacity_blocks)
+        self.capacity_blocks = tuple(None if c is None else int(c) for c in capacity_blocks)
+        n = len(self.capacity_blocks)
+        caps = [_BIG_DEPTH - 1 if c is None else min(c, _BIG_DEPTH - 1) for c in self.capacity_blocks]
+        self._upper = np.minimum(np.cumsum(np.array(caps, np.int64)), _BIG_DEPTH - 1)  # U_i [blocks]
+        self._tier_blocks = np.zeros(n, np.int64)
+        self._tier_tokens = np.zeros(n, np.int64)
+        self._tier_requests = np.zeros(n, np.int64)
+        self._keep = keep_requests
+        self._has_blocks: list[bool] = []
+        self._req_blocks: list[np.ndarray] = []
+        self._req_tokens: list[np.ndarray] = []
+        self._own_depth: Optional[np.ndarray] = None  # per access of the chunk being processed [blocks]
+
+    def add_records(self, records: Sequence) -> None:
+        """Buffer requests (see LruStackEngine.add_records)."""
+        if self._keep:
+            self._has_blocks += [bool(r.hash_ids) for r in records]
+        super().add_records(records)
+
+    def _prefix_max_depths(self, prev, q, req, starts):
+        """The engine's prefix maxima, plus each hit block's *own* depth where its tier needs it (kept).
+
+        The engine counts depths only where a request's oldest slot so far drops (then own depth = prefix
+        maximum); elsewhere own depth <= prefix maximum, so a block whose prefix maximum is within HBM is in
+        HBM. Only the other blocks of a hit run, within the summed capacity and not at a new oldest slot, are
+        counted, with the engine's formula: depth = (D + chunk accesses before the request - q) -
+        #{those accesses re-touching slots >= q} (:func:`kvcalc.trace.lru_curve.count_prefix_at_least`).
+        """
+        prefix_max = super()._prefix_max_depths(prev, q, req, starts)
+        own = prefix_max.copy()
+        upper = self._upper
+        cand = np.flatnonzero((prefix_max > upper[0]) & (prefix_max <= upper[-1]))
+        if len(cand):
+            seen = prefix_max < INF_DEPTH  # the seen run leading each request (q >= 0 there)
+            shift = req * _SPAN
+            oldest = np.minimum.accumulate(np.where(seen, q, _SPAN - 1) - shift) + shift  # running min slot
+            cand = cand[q[cand] > oldest[cand]]
+        if len(cand):
+            q_c = q[cand]
+            prefix = starts[req[cand]]
+            kept = prev >= q_c.min()  # an access re-touching an older slot than every query never counts
+            kept_before = np.concatenate(([0], np.cumsum(kept)))
+            newer = count_prefix_at_least(prev[kept] + 1, kept_before[prefix], q_c + 1)
+            own[cand] = (len(self._known_ids) + prefix - q_c) - newer
+        self._own_depth = own
+        return prefix_max
+
+    def _accumulate(self, prefix_max, req, pos, inputs) -> None:
+        """The single-stack histograms, then per tier: hit blocks, tokens and requests of this chunk.
+
+        The hit run is decided by the prefix maximum (as for one cache of the summed capacity), the tier of
+        each of its blocks by that block's own depth (from :meth:`_prefix_max_depths`); the brute-force tests
+        in tests/test_tiers.py guard both.
+        """
+        super()._accumulate(prefix_max, req, pos, inputs)
+        n_req, n_tier = len(inputs), len(self.capacity_blocks)
+        hit = prefix_max <= self._upper[-1]
+        tier = np.searchsorted(self._upper, self._own_depth[hit], side="left")
+        tokens = np.minimum(self.block_tokens, inputs[req[hit]] - pos[hit] * self.block_tokens)
+        cell = req[hit] * n_tier + tier
+        blocks = np.bincount(cell, minlength=n_req * n_tier).reshape(n_req, n_tier).astype(np.int64)
+        toks = np.rint(np.bincount(cell, weights=tokens, minlength=n_req * n_tier)).astype(np.int64)
+        toks = toks.reshape(n_req, n_tier)
+        self._own_depth = None
+        self._tier_blocks += blocks.sum(axis=0)
+        self._tier_tokens += toks.sum(axis=0)
+        self._tier_requests += (blocks > 0).sum(axis=0)
+        if self._keep:
+            self._req_blocks.append(blocks)
+            self._req_tokens.append(toks)
+
+    def _rows(self, parts: list[np.ndarray]) -> np.ndarray:
+        """Per-request rows [requests, tiers], zero rows for requests the engine did not see (no blocks)."""
+        n_tier = len(self.capacity_blocks)
+        rows = np.concatenate(parts) if parts else np.zeros((0, n_tier), np.int64)
+        if len(rows) == self.requests:
+            return rows
+        full = np.zeros((self.requests, n_tier), np.int64)
+        full[np.array(self._has_blocks, bool)] = rows
+        return full
+
+    def finish_tiers(self, names: Sequence[str], skipped_lines: int = 0) -> TieredProfile:
+        """Per-tier hits and the single-stack profile of everything added."""
+        profile = self.finish(skipped_lines)
+        tiers = tuple(TierHits(name, cap, int(b), int(t), int(r)) for name, cap, b, t, r in zip(
+            names, self.capacity_blocks, self._tier_blocks, self._tier_tokens, self._tier_requests))
+        if not self._keep:
+            return TieredProfile(tiers, profile)
+        return TieredProfile(tiers, profile, self._rows(self._req_blocks), self._rows(self._req_tokens))
+
+
+def tiered_profile_of_requests(requests: Iterable[TraceRequest], capacity_blocks: Sequence[Optional[int]],
+                               names: Sequence[str] = TIER_ORDER, block_tokens: int = DEFAULT_BLOCK_TOKENS,
+                               keep_requests: bool = False, chunk_accesses: int = DEFAULT_CHUNK_ACCESSES,
+                               skipped_lines: int = 0) -> TieredProfile:
+    """Tiered LRU replay of in-memory requests; ``capacity_blocks`` per tier, fastest first [blocks]."""
+    engine = TieredLruEngine(block_tokens, capacity_blocks, chunk_accesses, keep_requests)
+    for request in requests:
+        engine.add(request.hash_ids, request.input_length)
+    return engine.finish_tiers(names[:len(capacity_blocks)], skipped_lines)
+
+
+def tiered_profile(path: str | Path, capacity_blocks: Sequence[Optional[int]], names: Sequence[str] = TIER_ORDER,
+                   block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False, keep_requests: bool = False,
+                   progress: Optional[Callable[[int], None]] = None) -> TieredProfile:
+    """Tiered LRU replay of a trace file, in one streaming pass (see the module doc).
+
+    ``progress(requests read)`` is called about every :data:`PROGRESS_EVERY` requests when given (per batch of
+    lines read, rounded down to a multiple of it).
+    """
+    engine = TieredLruEngine(block_tokens, capacity_blocks, keep_requests=keep_requests)
+    reader = read_trace(path, block_tokens, skip_bad)
+    reported = 0
+    for records, _ in reader.batches():
+        engine.add_records(records)
+        if progress is not None and engine.requests - reported >= PROGRESS_EVERY:
+            reported = engine.requests - engine.requests % PROGRESS_EVERY
+            progress(reported)
+    return engine.finish_tiers(names[:len(capacity_blocks)], reader.skipped_lines)
