@@ -150,17 +150,16 @@ def context_notes(name: str, model: ModelPreset, contexts) -> list[str]:
 def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
               opts: att.KvOptions = att.KvOptions()):
     """The ``kvcalc kv`` result: one row per model and context, a per-group breakdown, derivations."""
-    from kvcalc.model import kv_explain
-    from kvcalc.out.results import Column, Result, Table
+    from kvcalc.out.results import Column, LazyLines, Result, Table
 
-    rows, grows, lines, notes = [], [], [], []
+    rows, grows, derive, notes = [], [], [], []
     for name, model in models:
         groups = att.resolve_groups(model, opts)
         for tokens in contexts:
             p = kv_profile(name, model, tokens, opts)
             rows.append(profile_row(p))
             grows.extend(group_rows(p))
-            lines.extend(kv_explain.kv_lines(name, groups, tokens, p.kv_bytes_per_request))
+            derive.append((name, groups, tokens, p.kv_bytes_per_request))
         notes.extend(context_notes(name, model, contexts))
         if model.as_stated_kv_bytes_per_token is not None:
             notes.append(f"{name}: as-stated flat figure, not derived from the architecture")
@@ -171,4 +170,11 @@ def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
               "indexer_dtype": opts.indexer_dtype, "mtp": opts.mtp}
     if opts.state_dtype:
         inputs["state_dtype"] = opts.state_dtype
-    return Result("kv", inputs, main, (breakdown,), tuple(lines), tuple(notes))
+    return Result("kv", inputs, main, (breakdown,), LazyLines(lambda: _kv_lines(derive)), tuple(notes))
+
+
+def _kv_lines(derive: list[tuple]) -> list[str]:
+    """--explain lines for (name, groups, context [tokens], KV bytes per request [B]) records."""
+    from kvcalc.model import kv_explain
+
+    return [line for d in derive for line in kv_explain.kv_lines(*d)]
