@@ -3,10 +3,7 @@ replaced, and --explain output unchanged now that derivations are built only whe
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import math
 import os
 from pathlib import Path
 
@@ -22,50 +19,20 @@ from kvcalc.out.results import Column, Result, Table
 GOLDEN = Path(__file__).parent / "golden" / "explain"
 
 
-# ---------------------------------------------------------------- the old code, kept as the reference
+# ---------------------------------------------------------------- the old code, kept in the bench as the reference
 
 
-def old_jsonable(v):
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return None
-        if v.is_integer() and abs(v) < 2**53:
-            return int(v)
-        return v
-    if isinstance(v, dict):
-        return {k: old_jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [old_jsonable(x) for x in v]
-    if hasattr(v, "item"):
-        return old_jsonable(v.item())
-    return v
+def _bench():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_render", Path(__file__).parents[1] / "bench" / "bench_render.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def old_to_json(result: Result, checks=(), explain=False) -> str:
-    from kvcalc.out.version import __version__
-    return json.dumps(old_jsonable({
-        "kvcalc": __version__, "schema": render.JSON_SCHEMA, "command": result.command, "inputs": result.inputs,
-        "results": list(result.main.rows), "tables": {t.name: list(t.rows) for t in result.extra},
-        "checks": list(checks), "notes": list(result.notes),
-    } | ({"explain": list(result.explain)} if explain else {})), indent=2)
-
-
-def old_to_csv(result: Result) -> str:
-    buf = io.StringIO()
-    keys: list = []
-    for r in result.main.rows:
-        for k, v in r.items():
-            if k not in keys and not isinstance(v, (list, dict, tuple)):
-                keys.append(k)
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(keys)
-    for r in result.main.rows:
-        out = []
-        for k in keys:
-            v = old_jsonable(r.get(k))
-            out.append("" if v is None else ("true" if v is True else "false" if v is False else v))
-        w.writerow(out)
-    return buf.getvalue()
+_OLD = _bench()
+old_to_json, old_to_csv = _OLD.old_to_json, _OLD.old_to_csv
 
 
 # ---------------------------------------------------------------- random results, both paths
@@ -189,3 +156,22 @@ def test_trace_explain_unchanged(tmp_path):
     if os.environ.get("KVCALC_UPDATE_GOLDEN"):
         golden.write_text(text)
     assert text == golden.read_text()
+
+
+# ---------------------------------------------------------------- derivations only when asked
+
+
+def test_kv_derivations_built_only_when_asked():
+    from kvcalc.model import catalog
+    from kvcalc.model.kv import kv_result
+    from kvcalc.out.results import LazyLines
+
+    r = kv_result([("llama-3-70b", catalog.load_model("llama-3-70b"))], [4096, 8192])
+    assert isinstance(r.explain, LazyLines) and repr(r.explain) == "LazyLines(<not built>)"
+    render.to_csv(r), render.to_json(r), render.to_markdown(r), render.to_table(r)
+    assert repr(r.explain) == "LazyLines(<not built>)"  # rendering without explain never built them
+    assert "explain" in json.loads(render.to_json(r, explain=True))
+    lines = r.explain.lines
+    assert len(lines) == len(r.explain) > 2 and list(r.explain) == list(lines) and r.explain[0] == lines[0]
+    assert r.explain == lines and ("x",) + r.explain == ("x", *lines) and r.explain + ("y",) == (*lines, "y")
+    assert hash(r.explain) == hash(lines)
