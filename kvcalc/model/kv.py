@@ -150,18 +150,16 @@ def context_notes(name: str, model: ModelPreset, contexts) -> list[str]:
 def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
               opts: att.KvOptions = att.KvOptions()):
     """The ``kvcalc kv`` result: one row per model and context, a per-group breakdown, derivations."""
-    from kvcalc.model import kv_explain
-    from kvcalc.out.results import Column, Result, Table
+    from kvcalc.out.results import Column, LazyLines, Result, Table
 
-    rows, grows, lines, notes = [], [], [], []
+    rows, grows, derive, notes = [], [], [], []
     for name, model in models:
         groups = att.resolve_groups(model, opts)
         for tokens in contexts:
             p = kv_profile(name, model, tokens, opts)
             rows.append(profile_row(p))
             grows.extend(group_rows(p))
-            lines.extend(kv_explain.kv_lines(name, groups, tokens, p.kv_bytes_per_request))
-            lines.extend(kv_explain.format_lines(model, opts))
+            derive.append((name, model, opts, groups, tokens, p.kv_bytes_per_request))
         notes.extend(context_notes(name, model, contexts))
         if model.as_stated_kv_bytes_per_token is not None:
             notes.append(f"{name}: as-stated flat figure, not derived from the architecture")
@@ -176,4 +174,16 @@ def kv_result(models: list[tuple[str, ModelPreset]], contexts: list[int],
         inputs["kv_group_size"] = opts.kv_group_size
     if opts.kv_dtype == "kivi":
         inputs["kv_residual_tokens"] = opts.kv_residual_tokens
-    return Result("kv", inputs, main, (breakdown,), tuple(lines), tuple(notes))
+    return Result("kv", inputs, main, (breakdown,), LazyLines(lambda: _kv_lines(derive)), tuple(notes))
+
+
+def _kv_lines(derive: list[tuple]) -> list[str]:
+    """--explain lines for (name, model, KvOptions, groups, context [tokens], KV bytes per request [B]) records:
+    the derivation, then the KV format's byte layout."""
+    from kvcalc.model import kv_explain
+
+    lines = []
+    for name, model, opts, groups, tokens, total in derive:
+        lines += kv_explain.kv_lines(name, groups, tokens, total)
+        lines += kv_explain.format_lines(model, opts)
+    return lines

@@ -47,6 +47,9 @@ def format_value(col: Column, row: dict) -> str:
 
 
 def _jsonable(v: Any) -> Any:
+    t = type(v)
+    if t is str or t is int or t is bool or v is None:  # the common cells first: nothing to do
+        return v
     if isinstance(v, float):
         if math.isnan(v) or math.isinf(v):
             return None
@@ -64,40 +67,85 @@ def _jsonable(v: Any) -> Any:
 
 def envelope(result: Result, checks: list[dict] = (), explain: bool = False) -> dict:
     """The JSON envelope as a dict (``checks``: the --check outcomes; derivations under "explain" only when asked)."""
+    return _jsonable(_envelope(result, checks, explain, list(result.main.rows), {t.name: list(t.rows)
+                                                                                  for t in result.extra}))
+
+
+def _envelope(result: Result, checks, explain: bool, results, tables: dict) -> dict:
     from kvcalc.out.version import __version__
-    return _jsonable({
+    return {
         "kvcalc": __version__, "schema": JSON_SCHEMA, "command": result.command, "inputs": result.inputs,
-        "results": list(result.main.rows), "tables": {t.name: list(t.rows) for t in result.extra},
-        "checks": list(checks), "notes": list(result.notes),
-    } | ({"explain": list(result.explain)} if explain else {}))
+        "results": results, "tables": tables, "checks": list(checks), "notes": list(result.notes),
+    } | ({"explain": list(result.explain)} if explain else {})
+
+
+_MARK = "\x00kvcalc-long-"  # stands for a long list in the envelope until its text is spliced in
+LONG = 64  # lists at least this long are encoded column by column (kvcalc.out.bulk)
+
+
+def _mark_long(v: Any, level: int, texts: list[str]) -> Any:
+    """``v`` with each long list of flat rows or scalars replaced by a marker string; its JSON text (as
+    json.dumps(indent=2) writes it at nesting ``level``) appended to ``texts``."""
+    from kvcalc.out import bulk
+
+    if isinstance(v, dict):
+        return {k: _mark_long(x, level + 1, texts) for k, x in v.items()}
+    if not isinstance(v, (list, tuple)):
+        return v
+    text = None
+    if len(v) >= LONG:
+        text = (bulk.json_rows(v, 2 * level, _jsonable) if isinstance(v[0], dict)
+                else bulk.json_list(v, 2 * level, _jsonable))
+    if text is None:
+        return [_mark_long(x, level + 1, texts) for x in v]
+    texts.append(text)
+    return f"{_MARK}{len(texts) - 1}"
 
 
 def to_json(result: Result, checks: list[dict] = (), explain: bool = False) -> str:
-    """JSON text of the envelope (derivations included only with explain)."""
-    return json.dumps(envelope(result, checks, explain), indent=2)
+    """JSON text of the envelope (derivations included only with explain): json.dumps(envelope, indent=2), with
+    each long list of flat rows or scalars encoded column by column (kvcalc.out.bulk) and spliced in at its place."""
+    texts: list[str] = []
+    doc = _envelope(result, checks, explain, list(result.main.rows), {t.name: list(t.rows) for t in result.extra})
+    out = json.dumps(_jsonable(_mark_long(doc, 0, texts)), indent=2)
+    for i, text in enumerate(texts):
+        mark = json.dumps(f"{_MARK}{i}")
+        if out.count(mark) != 1:  # the marker also occurs in the data: encode everything the ordinary way
+            return json.dumps(envelope(result, checks, explain), indent=2)
+        out = out.replace(mark, text)
+    return out
 
 
 def _scalar_keys(rows) -> list[str]:
     keys: list[str] = []
+    done = set()  # rows' key tuples that can add no key any more (every key already listed)
     for r in rows:
+        sig = tuple(r)
+        if sig in done:
+            continue
         for k, v in r.items():
             if k not in keys and not isinstance(v, (list, dict, tuple)):
                 keys.append(k)
+        if all(k in keys for k in sig):
+            done.add(sig)
     return keys
 
 
 def to_csv(result: Result) -> str:
     """CSV of the main rows: one header row, raw numbers, booleans as true/false, empty for null."""
+    from kvcalc.out import bulk
+
     buf = io.StringIO()
-    keys = _scalar_keys(result.main.rows)
+    rows = result.main.rows
+    keys = _scalar_keys(rows)
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(keys)
-    for r in result.main.rows:
-        out = []
-        for k in keys:
-            v = _jsonable(r.get(k))
-            out.append("" if v is None else ("true" if v is True else "false" if v is False else v))
-        w.writerow(out)
+    if not keys:
+        w.writerows([] for _ in rows)
+        return buf.getvalue()
+    same = bulk.uniform_keys(rows) is not None  # then every row holds every key
+    cols = bulk.columns_of(rows, keys) if same else [[r.get(k) for r in rows] for k in keys]
+    w.writerows(zip(*(bulk.csv_column(c, _jsonable) for c in cols)))
     return buf.getvalue()
 
 

@@ -8,8 +8,50 @@ flops_per_s, bytes_per_s, tokens_per_s, float, round (a whole number after round
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterable
+
+
+class LazyLines(Sequence):
+    """Derivation lines built on first use (``--explain`` is rare; building them for 10,000 rows costs ~0.2 s).
+    Behaves as the tuple of lines it stands for: indexing, len, iteration, ==, + with tuples."""
+
+    __slots__ = ("_build", "_lines")
+
+    def __init__(self, build: Callable[[], Iterable[str]]):
+        self._build, self._lines = build, None
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """The lines as a tuple (built once)."""
+        if self._lines is None:
+            self._lines, self._build = tuple(self._build()), None
+        return self._lines
+
+    def __getitem__(self, i):
+        return self.lines[i]
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __iter__(self):
+        return iter(self.lines)
+
+    def __eq__(self, other) -> bool:
+        return self.lines == (other.lines if isinstance(other, LazyLines) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.lines)
+
+    def __add__(self, other) -> tuple[str, ...]:
+        return self.lines + tuple(other)
+
+    def __radd__(self, other) -> tuple[str, ...]:
+        return tuple(other) + self.lines
+
+    def __repr__(self) -> str:
+        return repr(self.lines) if self._lines is not None else "LazyLines(<not built>)"
 
 
 @dataclass(frozen=True)
@@ -41,7 +83,7 @@ class Result:
     inputs: dict[str, Any]
     main: Table
     extra: tuple[Table, ...] = ()
-    explain: tuple[str, ...] = ()
+    explain: tuple[str, ...] | LazyLines = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

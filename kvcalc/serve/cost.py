@@ -280,14 +280,14 @@ def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
 
 def cost_result(inp: CostInputs, strategy: str):
     """The ``kvcalc cost`` result: one strategy, per-class TTFT, assumptions."""
-    from kvcalc.out.results import Column, Result, Table
+    from kvcalc.out.results import Column, LazyLines, Result, Table
 
     row, classes = strategy_row(inp, strategy)
     main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}",
                  tuple(Column(*c) for c in COST_COLUMNS), (row,))
     return Result("cost", _inputs_echo(inp) | {"strategy": strategy}, main,
                   (_class_table(classes, inp.ttft_model), *_pd_tables(inp, [row]), _assumption_table(inp)),
-                  tuple(_explain(inp, [row])),
+                  LazyLines(lambda: _explain(inp, [row])),
                   tuple(_notes(inp, [row])))
 
 
@@ -314,7 +314,7 @@ def delta_rows(a: dict, c: dict) -> list[dict]:
 def compare_result(inp: CostInputs, mixes: dict | None = None):
     """The ``kvcalc compare`` result: A and C side by side, deltas, per-class TTFT, assumptions.
     ``mixes`` maps strategy -> RequestMix (e.g. from a trace replay); default: the workload's."""
-    from kvcalc.out.results import Column, Result, Table
+    from kvcalc.out.results import Column, LazyLines, Result, Table
 
     mixes = mixes or {}
     a, ca = strategy_row(inp, "lru", mixes.get("lru"))
@@ -327,4 +327,4 @@ def compare_result(inp: CostInputs, mixes: dict | None = None):
                                       Column("relative", "relative", "percent")), tuple(delta_rows(a, c)))
     return Result("compare", _inputs_echo(inp), main,
                   (deltas, _class_table(ca + cc, inp.ttft_model), *_pd_tables(inp, [a, c]), _assumption_table(inp)),
-                  tuple(_explain(inp, [a, c])), tuple(_notes(inp, [a, c])))
+                  LazyLines(lambda: _explain(inp, [a, c])), tuple(_notes(inp, [a, c])))

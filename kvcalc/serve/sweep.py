@@ -318,10 +318,9 @@ def sweep_rows(target: str, axes: list[AxisValues], fixed: dict) -> list[dict]:
     prefix = {column_key(a.name): np.asarray([_shown(defs[a.name], v) for v in a.values]
                                              if not a.numeric else a.values, dtype=object if not a.numeric
                                              else None)[idx[i]] for i, a in enumerate(axes)}
+    if target in ("kv", "capacity"):  # one dict per row: the same keys, order and values as heads[i] | body[i]
+        return _as_rows(prefix | evaluate_columns(target, axes, fixed), n)
     heads = _as_rows(prefix, n)
-    if target in ("kv", "capacity"):
-        body = _as_rows(evaluate_columns(target, axes, fixed), n)
-        return [h | b for h, b in zip(heads, body)]
     base = DEFAULTS[target] | fixed
     settings = []
     for p in range(n):
