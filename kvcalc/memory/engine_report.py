@@ -70,8 +70,8 @@ def log_lines(name: str, s: dict, max_model_len: int) -> list[str]:
         return [f"{name} (SGLang): free at start {gib(t['total'].value)} x mem_fraction_static "
                 f"{s['mem_fraction_static']:g} - weights {gib(t['weights'].value)} = "
                 f"{gib(s['kv_cache_memory_bytes'])}; / {s['kv_bytes_per_token_per_gpu']:,.0f} B per token",
-                f"  KV Cache is allocated. #tokens: {s['kv_cache_tokens']}, K+V size: {kv / units.GiB:.2f} GB "
-                "(SGLang's GB is GiB)"]
+                f"  KV Cache is allocated. #tokens: {s['kv_cache_tokens']}, K+V size: {gib(kv)} "
+                "(SGLang prints these GiB as 'GB')"]
     return [f"{name} (vLLM): total_gpu_memory ({gib(t['total'].value)}) x gpu_memory_utilization "
             f"({s['gpu_memory_utilization']:.2f}) = {gib(t['total'].value * s['gpu_memory_utilization'])}; "
             f"model weights take {gib(t['weights'].value)}; non_torch_memory takes {gib(t['non_torch'].value)}; "

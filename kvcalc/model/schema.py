@@ -306,6 +306,13 @@ class ModelPreset:
             return units.gb_to_bytes(self.weights_gb)
         return self.params_total * self.weight_bytes_per_param
 
+    @property
+    def mean_weight_bytes_per_param(self) -> float:
+        """Weight bytes per parameter averaged over the model [B/param]: weights_gb / params where given."""
+        if self.weights_gb is None:
+            return self.weight_bytes_per_param
+        return self.weight_bytes / self.params_total
+
 
 @dataclass(frozen=True)
 class HardwarePreset:

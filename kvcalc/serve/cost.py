@@ -77,7 +77,7 @@ def roofline_decode_tokens_per_s(inp: CostInputs, groups, mix: strategies.Reques
     m, hw = inp.model, inp.hardware
     n = sum(s.count for s in mix.slices)
     flops = n * 2.0 * m.params_active
-    weights_read = min(m.params_total, n * m.params_active) * m.weight_bytes_per_param
+    weights_read = min(m.params_total, n * m.params_active) * m.mean_weight_bytes_per_param
     kv_read = sum(s.count * read_bytes(groups, s.context_tokens + s.output_tokens // 2) for s in mix.slices)
     t_compute, t_memory = compute.decode_step_s(flops, weights_read + kv_read, inp.gpus, inp.peak_flops_per_gpu,
                                                 inp.mfu_decode, hw.hbm_bandwidth_bytes_per_s,
