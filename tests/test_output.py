@@ -131,6 +131,18 @@ def test_closed_pipe_exits_0_quietly():
     assert p.wait(timeout=60) == 0 and err == b""
 
 
+@pytest.mark.parametrize("fmt", ["json", "csv", "table"])
+def test_pipe_closed_before_any_read_exits_0(fmt):
+    # `kvcalc ... --format json | head -c 0`: the reader is gone before the first write; the write (140 kB, more
+    # than a pipe buffer) fails inside the command, where click's own EPIPE handler would exit 1 (a failed --check)
+    contexts = ",".join(str(n) for n in range(1, 3001))
+    p = subprocess.Popen([sys.executable, "-m", "kvcalc", "kv", "llama-3-8b", "-c", contexts, "--format", fmt],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 0 and err == b""
+
+
 def test_piped_tables_and_help_do_not_import_rich_markdown():
     code = ("import sys\nfrom kvcalc.cli.app import main\n"
             "for args in (['kv', 'llama-3-8b'], ['compare', '--help']):\n"

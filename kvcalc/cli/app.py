@@ -74,6 +74,33 @@ def _quiet_stdout() -> None:
         pass
 
 
+class _PipeClosed(Exception):
+    """stdout's reader went away. Not an OSError, so click's own EPIPE handler (which exits 1, the code of a
+    failed --check) never sees it; :func:`_run` turns it into a quiet exit 0."""
+
+
+class _PipeGuard:
+    """stdout as the commands see it: a closed pipe in write or flush raises :class:`_PipeClosed`."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise _PipeClosed from None
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _PipeClosed from None
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, buffer...: the real stream's
+        return getattr(self._stream, name)
+
+
 def _command_of(argv: list[str]) -> str | None:
     """The command named in argv (its first word), if it is one of ours."""
     first = next((a for a in argv if not a.startswith("-")), None)
@@ -120,13 +147,15 @@ def _run(args: list[str]) -> int:
         from kvcalc.cli.help import group_options
 
         group_options(command)
+    real_stdout, sys.stdout = sys.stdout, _PipeGuard(sys.stdout)
     try:
         rv = command.main(args=args, prog_name="kvcalc", standalone_mode=False)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
     except KvcalcError as e:
         sys.stderr.write(f"kvcalc: error: {_one_line(e.message)}\n")
         return e.exit_code
-    except BrokenPipeError:  # the reader went away (| head): exit 0 quietly, as the shell expects
+    except (BrokenPipeError, _PipeClosed):  # the reader went away (| head): exit 0 quietly, as the shell expects
+        sys.stdout = real_stdout
         _quiet_stdout()
         return 0
     except typer.Abort:  # click turns Ctrl-C into Abort
@@ -140,4 +169,6 @@ def _run(args: list[str]) -> int:
             sys.stderr.write(f"kvcalc: error: {_one_line(e.format_message())}\n")
             return EXIT_BAD_INPUT
         raise
+    finally:
+        sys.stdout = real_stdout
     return rv if isinstance(rv, int) else 0
