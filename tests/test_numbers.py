@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kvcalc.model import attention as att
 from kvcalc.model import catalog
 from kvcalc.model.workload_schema import RequestClass, SharedSegment, WorkloadPreset
+from kvcalc.out.errors import InputError
 from kvcalc.serve.cost import CostInputs, strategy_row
 from kvcalc.serve.scenario import Overrides, resolve
 from kvcalc.serve.strategies import cached_prefixes, prefix_nodes
@@ -331,6 +332,35 @@ def test_numpy_walk_of_group_starts_equals_the_request_walk(monkeypatch, wide):
         # and the other fallback, every level's starts listed once (windows of 7 starts)
         bounds = [0, *[sum(counts[: j + 1]) for j in range(len(counts))]]
         assert strategies._union_counts(w, bounds) == strategies.first_counts(w)
+
+
+def test_group_counts_too_costly_to_walk_are_refused_naming_them():
+    from kvcalc.out.units import MAX_GROUP_START_TESTS
+    from kvcalc.serve import strategies
+
+    # 10^12 requests, 499,999,999,991 and 499,999,999,973 groups (neither divides the other): the closed-form
+    # pass would test each start of the second level against the first (~5e11 tests), a listing 3 x 1e12:
+    # hours. Refused at once, exit 2, naming both counts.
+    n = 10**12
+    r = run_cli("compare", "--requests", str(n), "--context", "1000", "--shared-prefix", f"100:{n // 2 - 9}",
+                "--shared-prefix", f"100:{n // 2 - 27}")
+    assert r.code == 2 and "499,999,999,991 and 499,999,999,973 do not divide" in r.err
+    # 10^8 requests, 9,999,991 and 19,999,999 groups: 19,999,999 tests, just under the 2 x 10^7 limit: answered
+    w = workload([(10**8, 1000)], [(100, 9_999_991), (100, 19_999_999)])
+    assert strategies.start_tests(w) == (19_999_999, 29_999_990) and 19_999_999 <= MAX_GROUP_START_TESTS
+    # dividing counts cost nothing whatever their size (closed form): 10^9 and 5 x 10^8 groups
+    w = workload([(10**9, 1000)], [(100, 5 * 10**8), (100, 10**9)])
+    assert strategies.start_tests(w) == (0, 15 * 10**8)
+    # many small mutually prime counts: 1,000 levels of the primes above 19,000 (sum ~2.3e7 starts) would be
+    # listed at ~3 tests a start, and walking them costs far more: refused
+    primes, x = [], 19_000
+    while len(primes) < 1000:
+        x += 1
+        if all(x % p for p in range(2, int(x**0.5) + 1)):
+            primes.append(x)
+    w = workload([(10**8, 1000)], [(1, p) for p in primes])
+    with pytest.raises(InputError, match="do not divide each other"):
+        strategies.start_tests(w)
 
 
 @settings(max_examples=60, deadline=None)

@@ -45,6 +45,7 @@ MAX_BLOCK_TABLES = 1_024         # block tables per request (vLLM: one per KV-ca
 MAX_ENTRY_BYTES = 1_024          # one block-table entry [B] (int32 = 4; the article assumes 16-24)
 MAX_CURVE_POINTS = 10_000        # points of a hit-rate curve (each is a row; the default is 20)
 MAX_KV_GROUP_SIZE = 2**20        # elements per int4 scale+zero group (KIVI: 32)
+MAX_GROUP_START_TESTS = 2 * 10**7  # group starts a prefix tree may walk (counts that do not divide; ~0.5 s)
 MAX_SWEEP_POINTS = 10**9         # --max-points of a sweep (its default refuses grids over 10^7)
 MIN_MFU = 1e-3                   # a model-FLOPs utilisation below 0.1% is a typo (end to end: ~15-60%)
 MIN_DECODE_TOKENS_PER_S = 1e-3   # decode speed per request [tok/s]: one token in ~17 minutes
