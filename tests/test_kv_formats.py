@@ -92,3 +92,87 @@ def test_kv_cli_kivi_json():
     bad = subprocess.run([sys.executable, "-m", "kvcalc", "kv", "llama-3-8b", "--kv-dtype", "kivi",
                           "--kv-group-size", "48"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--kv-group-size" in bad.stderr
+
+
+# ---------------------------------------------------------------- the formats in the sweep and in preset files
+
+def _json_rows(*args):
+    import json
+
+    from conftest import run_cli
+
+    r = run_cli(*args, "--format", "json")
+    assert r.code == 0, r.err
+    return json.loads(r.out)["results"]
+
+
+def test_sweep_varies_every_kv_format():
+    # Llama-3-70B: 80 layers x 8 KV heads x 2 rows (K, V) = 1,280 rows per token; 4,096 tokens
+    rows = _json_rows("sweep", "kv", "--vary", "kv-dtype=" + ",".join(kv_formats.FORMATS),
+                      "--set", "model=llama-3-70b", "--set", "context=4k")
+    got = {r["kv_dtype"]: r["kv_bytes_per_request"] for r in rows}
+    assert set(got) == set(kv_formats.FORMATS)          # the axis offers every format, scales included
+    assert got["bf16"] == 1280 * 256 * 4096                # 1,342,177,280
+    assert got["fp8-per-token-head"] == 1280 * 132 * 4096  # 692,060,160
+    assert got["nvfp4"] == 1280 * 72 * 4096                # 377,487,360 (92,160 B/token, reference/engines.md)
+    assert got["int4-grouped"] == 1280 * 80 * 4096         # 419,430,400
+    # kivi: the 128 most recent tokens in BF16: + 128 x 1,280 x (256 - 80) = 28,835,840 B
+    assert got["kivi"] == 1280 * 80 * 4096 + 128 * 1280 * 176
+    # each equals the single-point kv with --kv-dtype
+    for fmt in ("nvfp4", "kivi"):
+        assert got[fmt] == _json_rows("kv", "llama-3-70b", "--context", "4k", "--kv-dtype", fmt)[0][
+            "kv_bytes_per_request"]
+
+
+def test_sweep_varies_the_group_size_and_residual_window():
+    rows = _json_rows("sweep", "kv", "--vary", "kv-group-size=32,64,128", "--set", "kv-dtype=int4-grouped",
+                      "--set", "model=llama-3-70b", "--set", "context=4k")
+    # a row: 64 B of INT4 + 128 / G groups x 4 B (FP16 scale + zero): G 32 -> 80, 64 -> 72, 128 -> 68 B
+    assert [r["kv_bytes_per_token"] for r in rows] == [1280 * 80, 1280 * 72, 1280 * 68]
+    rows = _json_rows("sweep", "kv", "--vary", "kv-residual-tokens=0,128,4096", "--set", "kv-dtype=kivi",
+                      "--set", "model=llama-3-70b", "--set", "context=4k")
+    # + min(L, R) x 1,280 rows x 176 B
+    assert [r["kv_bytes_per_request"] for r in rows] == [419_430_400 + r * 1280 * 176 for r in (0, 128, 4096)]
+
+
+def test_sweep_rejects_a_group_size_out_of_bounds():
+    from conftest import assert_bad_input, run_cli
+
+    assert_bad_input(run_cli("sweep", "kv", "--vary", "kv-group-size=0,32", "--set", "model=llama-3-8b"),
+                     "--vary kv-group-size")
+
+
+def _preset_with(tmp_path, old: str, new: str):
+    from conftest import REPO
+
+    text = (REPO / "presets" / "models" / "llama-3-8b.toml").read_text()
+    assert old in text
+    path = tmp_path / "llama-q.toml"
+    path.write_text(text.replace(old, new))
+    return str(path)
+
+
+@pytest.mark.parametrize("fmt,per_token_bytes", [
+    ("nvfp4", 36_864),                 # 512 rows x 72 B
+    ("fp8-per-token-head", 67_584),    # 512 rows x 132 B
+    ("int4-grouped", 40_960),          # 512 rows x 80 B (G = 32)
+])
+def test_a_preset_file_names_a_quantised_format(tmp_path, fmt, per_token_bytes):
+    path = _preset_with(tmp_path, 'kv_dtype = "bf16"', f'kv_dtype = "{fmt}"')
+    rows = _json_rows("kv", path, "--context", "4k")
+    assert rows[0]["kv_bytes_per_token"] == per_token_bytes
+    # strict validation (a user's file goes through pydantic) accepts it, and the group's own field too
+    group = _preset_with(tmp_path, 'head_dim = 128', f'head_dim = 128\nkv_dtype = "{fmt}"')
+    assert _json_rows("kv", group, "--context", "4k")[0]["kv_bytes_per_token"] == per_token_bytes
+
+
+def test_a_preset_with_an_unknown_format_or_a_head_dim_nvfp4_cannot_block(tmp_path):
+    from conftest import assert_bad_input, run_cli
+
+    path = _preset_with(tmp_path, 'kv_dtype = "bf16"', 'kv_dtype = "fp6"')
+    assert_bad_input(run_cli("kv", path), "kv_dtype")
+    # head dim 72 is not whole 16-element NVFP4 blocks
+    path = _preset_with(tmp_path, 'kv_dtype = "bf16"', 'kv_dtype = "nvfp4"')
+    bad = tmp_path / "odd.toml"
+    bad.write_text(open(path).read().replace("head_dim = 128", "head_dim = 72"))
+    assert_bad_input(run_cli("kv", str(bad)), "nvfp4")

@@ -19,12 +19,12 @@ A format stores each head's K (or V) vector of ``dim`` elements for one token as
 
 from __future__ import annotations
 
-from kvcalc.model.schema import KV_DTYPE_BYTES
+from kvcalc.model.schema_types import KV_DTYPE_BYTES, KV_FORMATS, KV_QUANTISED_FORMATS
 from kvcalc.out.errors import InputError
 
 PLAIN = tuple(KV_DTYPE_BYTES)
-QUANTISED = ("fp8-per-token-head", "nvfp4", "int4-grouped", "kivi")
-FORMATS = PLAIN + QUANTISED
+QUANTISED = KV_QUANTISED_FORMATS
+FORMATS = KV_FORMATS  # one list: presets (schema KvDtype), --kv-dtype, the sweep's kv-dtype axis
 DEFAULT_GROUP_SIZE = 32       # KIVI's group size G
 DEFAULT_RESIDUAL_TOKENS = 128  # KIVI's residual length R
 FP32_SCALE_BYTES = 4

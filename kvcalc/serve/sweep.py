@@ -48,7 +48,10 @@ def choice(*values) -> AxisDef:
 
 LAYOUT_AXES = {"kv-dtype": choice(*get_args(KvDtype)), "mla-layout": choice(*get_args(MlaLayout)),
            "indexer-dtype": choice(*get_args(IndexerDtype)), "state-dtype": choice(*get_args(StateDtype)),
-           "mtp": choice("off", "on")}
+           "mtp": choice("off", "on"),
+           # the grouped-INT4 formats' parameters (kv --kv-group-size / --kv-residual-tokens), same bounds
+           "kv-group-size": AxisDef("int", "int", limit=units.MAX_KV_GROUP_SIZE),
+           "kv-residual-tokens": AxisDef("int", "tokens", zero_ok=True, limit=units.MAX_TOKENS)}
 MODEL_AXIS = AxisDef("preset", choices=("models",))
 _CONTEXT = AxisDef("tokens", "tokens", vector=True)
 _SCENARIO_AXES = {
@@ -188,8 +191,12 @@ def kv_options_of(s: dict):
     """The layout choices among a point's settings -> KvOptions."""
     from kvcalc.model.attention import KvOptions
 
+    from kvcalc.model import kv_formats
+
     return KvOptions(kv_dtype=s.get("kv-dtype"), mla_layout=s.get("mla-layout"),
-                     indexer_dtype=s.get("indexer-dtype"), mtp=s.get("mtp") == "on", state_dtype=s.get("state-dtype"))
+                     indexer_dtype=s.get("indexer-dtype"), mtp=s.get("mtp") == "on", state_dtype=s.get("state-dtype"),
+                     kv_group_size=s.get("kv-group-size", kv_formats.DEFAULT_GROUP_SIZE),
+                     kv_residual_tokens=s.get("kv-residual-tokens", kv_formats.DEFAULT_RESIDUAL_TOKENS))
 
 
 def kv_point(s: dict, vec: dict) -> dict:
