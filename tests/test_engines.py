@@ -85,14 +85,18 @@ def test_vllm_cuda_graphs_and_utilisation_enter_the_budget():
 def test_vllm_estimated_defaults_within_10_percent_of_an_80gb_log():
     # PR #10511: Meta-Llama-3-8B, 80 GB card, vLLM's default 0.9: available_kv_cache_memory 53.29 GiB.
     # Our defaults: CUDA total 79.19 GiB (preset), weights 8,030,261,248 x 2 B = 16,060,522,496 B (14.96 GiB),
-    # activation from shapes at 8,192 batched tokens, non-torch 0.07 GiB.
+    # activation = max(forward at 8,192 batched tokens, sampler warm-up at 1,024 seqs), non-torch 0.07 GiB.
     s = vllm()
     assert s["terms"]["weights"].value == 16_060_522_496
-    assert s["max_num_batched_tokens"] == 8192 and s["block_size"] == 16
-    # activation: (8,030,261,248 - 2 x 128,256 x 4,096) / 32 layers = 218,112,128 per layer; / 4,096 hidden
-    # + 2 x 4,096 = 61,442.03125 elements x 2 B = 122,884.0625 B/token; x 8,192 = 1,006,666,240 B
-    assert s["terms"]["activation"].value == pytest.approx(8192 * 122_884.0625)
-    # 79.19 x 0.9 - 14.9574 - 0.9375 - 0.07 GiB = 55.306 GiB (log: 53.29 GiB, +3.8%)
+    assert s["max_num_batched_tokens"] == 8192 and s["block_size"] == 16 and s["max_num_seqs"] == 1024
+    # forward: (8,030,261,248 - 2 x 128,256 x 4,096) / 32 layers = 218,112,128 per layer; / 4,096 hidden
+    # + 2 x 4,096 = 61,442.03125 elements x 2 B = 122,884.0625 B/token; x 8,192 = 1,006,666,240 B (0.94 GiB)
+    assert ec.activation_bytes_per_token(catalog.load_model("llama-3-8b")) == pytest.approx(122_884.0625)
+    # sampler warm-up: 1,024 seqs x 128,256 vocab x 24 B = 3,152,019,456 B (2.94 GiB) > the forward pass
+    assert s["terms"]["activation"].value == 1024 * 128_256 * 24 == 3_152_019_456
+    # 79.19 x 0.9 - 14.9574 - 2.9355 - 0.07 GiB = 53.308 GiB (log: 53.29 GiB, +0.03%; the log's own split is
+    # 1.26 GiB activation + 1.79 GiB non-torch = 3.05 GiB against our 2.94 + 0.07 = 3.01 GiB)
+    assert s["kv_cache_memory_bytes"] / GiB == pytest.approx(53.3079, abs=1e-4)
     assert abs(s["kv_cache_memory_bytes"] / GiB - 53.29) / 53.29 < 0.10
     # and the activation estimate is within the 0.2-3 GiB logs show
     assert 0.2 * GiB < s["terms"]["activation"].value < 3 * GiB

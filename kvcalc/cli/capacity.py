@@ -46,7 +46,8 @@ def capacity(
                                       "profiling batch (default 8,192 on >= 70 GiB GPUs, else 2,048)",
                                       rich_help_panel=E)] = None,
     max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="vLLM's sequence limit (default "
-                            f"1,024 on >= 70 GiB GPUs, else 256; the logged concurrency ignores it; 1 to {MAX_REQUESTS:,})",
+                            f"1,024 on >= 70 GiB GPUs, else 256; sizes the sampler warm-up in the estimated activation; the "
+                            f"logged concurrency ignores it; 1 to {MAX_REQUESTS:,})",
                             rich_help_panel=E)] = None,
     block_size: Annotated[Optional[int], typer.Option("--block-size", help="vLLM's block size in tokens "
                           f"(default 16; 1 to {MAX_BLOCK_TOKENS:,})", rich_help_panel=E)] = None,

@@ -11,6 +11,16 @@ Every input can be set from a server's log (``--total-memory 79.19GiB`` ...); wh
   stream and its normed copy, in BF16. Llama-3-8B: (8.03e9 - 2 x 128,256 x 4,096) / 32 / 4,096 + 8,192 =
   61,440 elements = 122,880 B/token (vLLM PR #10511 log: 1.26 GiB at 8,192 tokens; estimate 0.94 GiB).
   Without hidden size and q_heads the preset cannot say: 1 GiB is assumed (logs show 0.2-3 GiB) and noted.
+  The profiling run then warms the sampler up on max_num_seqs dummy requests (vLLM gpu_model_runner
+  ``_dummy_sampler_run``: one row of logits per request, top_p 0.9 and top_k vocab - 1, so the PyTorch-native
+  path sorts the whole vocabulary; v0's profile_run likewise samples max_num_seqs rows with top_p 0.99 and top_k
+  vocab - 1). Live at its peak, per (request, vocabulary entry): the BF16 logits (2 B), their FP32 copy (4 B), the
+  sorted values (4 B) and their int64 indices (8 B), the top-k mask (1 B), the softmax of the sorted values (4 B,
+  cumsum in place) and the top-p mask (1 B): 24 B (``apply_top_k_top_p``, vllm/v1/sample/ops/topk_topp_sampler.py).
+  The logits are gathered whole on every TP rank. The forward pass's tensors are freed before the sampler runs, so
+  the peak is the larger of the two: Llama-3-8B with 1,024 sequences, 1,024 x 128,256 x 24 B = 2.94 GiB; an OOM
+  there is logged "Tried to allocate 1.16 GiB" for 1,024 x 152,064 int64 indices (Qwen2-VL-72B), the largest of
+  these tensors.
 - non-torch memory (CUDA context, NCCL): 0.07 GiB on one GPU (the reference log), 0.4 GiB with TP > 1
   (top of the 0.05-0.4 GiB range in reference/engines.md).
 - CUDA graphs: 0 inside the budget (outside it in vLLM up to v0.20; profiled inside by default since v0.21.0);
@@ -33,6 +43,7 @@ DEFAULT_NON_TORCH_GIB_TP = 0.4
 FALLBACK_ACTIVATION_GIB = 1.0
 CUDA_REPORTED_SHARE = 0.99      # without a preset figure: datasheet GB read as GiB x 0.99
 ACTIVATION_BYTES = 2            # BF16 activations
+SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 1 + 4 + 1  # sampler warm-up, per request per vocab entry (docstring)
 
 
 @dataclass(frozen=True)
@@ -115,16 +126,29 @@ def activation_bytes_per_token(model: ModelPreset, tp: int = 1) -> Optional[floa
     return ACTIVATION_BYTES * (per_layer / hidden / tp + 2 * hidden)
 
 
-def activation(model: ModelPreset, inp: EngineInputs, batched_tokens: int) -> Resolved:
-    """Peak activation of the profiling run [B]."""
+def sampler_warmup_bytes(model: ModelPreset, max_seqs: int) -> float:
+    """Peak memory of vLLM's sampler warm-up on ``max_seqs`` dummy requests [B]: max_seqs x vocab x 24 B (the
+    module docstring); 0 without a vocabulary size."""
+    return max_seqs * (model.vocab_size or 0) * SAMPLER_BYTES_PER_LOGIT
+
+
+def activation(model: ModelPreset, inp: EngineInputs, batched_tokens: int, max_seqs: int = 0) -> Resolved:
+    """Peak activation of the profiling run [B]: the larger of the forward pass over ``batched_tokens`` and the
+    sampler warm-up over ``max_seqs`` requests."""
     if inp.activation_bytes is not None:
         return Resolved(inp.activation_bytes, "given")
     per_token = activation_bytes_per_token(model, inp.tp)
+    sampler = sampler_warmup_bytes(model, max_seqs)
+    sampler_note = (f"sampler warm-up {max_seqs:,} seqs x {model.vocab_size:,} vocab x {SAMPLER_BYTES_PER_LOGIT} B"
+                    if sampler else "")
     if per_token is None:
-        return Resolved(units.gib_to_bytes(FALLBACK_ACTIVATION_GIB),
-                        f"no hidden size in the preset: {FALLBACK_ACTIVATION_GIB} GiB assumed")
-    return Resolved(per_token * batched_tokens,
-                    f"{batched_tokens:,} batched tokens x {per_token:,.0f} B (estimate from shapes)")
+        forward, note = units.gib_to_bytes(FALLBACK_ACTIVATION_GIB), \
+            f"no hidden size in the preset: {FALLBACK_ACTIVATION_GIB} GiB assumed"
+    else:
+        forward, note = per_token * batched_tokens, f"{batched_tokens:,} batched tokens x {per_token:,.0f} B"
+    if sampler > forward:
+        return Resolved(sampler, f"{sampler_note} (> forward {units.fmt_gib(forward)}; estimate)")
+    return Resolved(forward, note + (f" (> {sampler_note}); estimate" if sampler else " (estimate from shapes)"))
 
 
 def page_bytes_per_token(g: att.GroupLayout, tp: int) -> float:

@@ -150,7 +150,7 @@ def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwareP
     total = ec.total_memory(hw, inp)
     block_size, batched, max_seqs = defaults(total.value, inp)
     terms = {"total": total, "weights": ec.weights(model, inp),
-             "activation": ec.activation(model, inp, batched), "non_torch": ec.non_torch(inp),
+             "activation": ec.activation(model, inp, batched, max_seqs), "non_torch": ec.non_torch(inp),
              "cuda_graphs": ec.cuda_graphs(inp)}
     kv_memory = (total.value * inp.gpu_memory_utilization - terms["weights"].value - terms["activation"].value
                  - terms["non_torch"].value - terms["cuda_graphs"].value)
