@@ -65,6 +65,10 @@ def trace(
     scenario: Annotated[str, typer.Option(
         "--scenario", "-s", help="scenario giving model, hardware, peak and MFU for --tiers (--model, --hardware, "
         "--gpus override it)", rich_help_panel=TI)] = "v4-flash-8xh100",
+    engine: Annotated[Optional[str], typer.Option(
+        "--engine", help="the node's KV budget (--hardware capacity, --tiers hbm tier): ideal (HBM x utilisation - "
+        "weights) | vllm | sglang (the KV pool the engine allocates, inputs estimated; see kvcalc capacity "
+        "--engine)", show_default=False, rich_help_panel=R)] = None,
 ):
     """Replay a request trace through a prefix cache: hit rate per capacity, or a hit-rate curve.
 
@@ -87,6 +91,7 @@ def trace(
       kvcalc trace trace.jsonl --curve --model deepseek-v4-flash --hardware h100-sxm --gpus 8 --plot curve.png
       kvcalc trace trace.jsonl --model llama-3-70b --hardware h100-sxm --gpus 8 --tiers hbm,dram,ssd
       kvcalc trace trace.jsonl --tiers hbm,dram --tier-capacity dram=1TB --tier-link dram=pcie-gen4-x16
+      kvcalc trace trace.jsonl --model llama-3-70b --hardware h100-sxm --gpus 8 --engine vllm
     """
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.model import catalog
@@ -99,6 +104,13 @@ def trace(
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
     check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     check_positive(gpus, "--gpus", limit=MAX_GPUS)
+    if engine is not None:
+        from kvcalc.memory.engine_common import ENGINES
+
+        if engine not in ENGINES:
+            raise InputError(f"--engine: {engine!r} is not one of {', '.join(ENGINES)}")
+        if tiers is None and hardware is None:
+            raise InputError("--engine: sizes the node's KV budget; give --model and --hardware (or --tiers)")
     if tiers is not None:
         from kvcalc.cli.scenario_opts import overrides
         from kvcalc.serve.scenario import resolve
@@ -109,7 +121,8 @@ def trace(
             if given:
                 raise InputError(f"{flag}: not with --tiers (tiers are LRU; give their sizes with --tier-capacity)")
         req = parse_request(str(file), tiers, tier_capacity, tier_link, block_tokens, tier_copies, skip_bad)
-        cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts))
+        cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts,
+                                                  engine=engine))
         from kvcalc.cli.common import Progress
 
         bar = Progress("tiered replay")
@@ -140,8 +153,10 @@ def trace(
         from kvcalc.trace.node_cache import node_cache_tokens
         from kvcalc.trace.report import CapacitySpec
 
-        specs = [*specs, CapacitySpec(f"{gpus} x {catalog.name_of(hardware)}", tokens=node_cache_tokens(
-            catalog.load_model(model), catalog.load_hardware(hardware), gpus, block_tokens, opts))]
+        pool = "" if engine in (None, "ideal") else f" {engine} pool"
+        specs = [*specs, CapacitySpec(f"{gpus} x {catalog.name_of(hardware)}{pool}", tokens=node_cache_tokens(
+            catalog.load_model(model), catalog.load_hardware(hardware), gpus, block_tokens, opts,
+            engine=engine or "ideal"))]
     inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,
                       curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad)
     loaded = (catalog.name_of(model), catalog.load_model(model)) if model else None

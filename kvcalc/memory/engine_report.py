@@ -44,6 +44,14 @@ def sizing(engine: str, model: ModelPreset, groups: list[att.GroupLayout], hw: H
     return (vllm_sizing if engine == "vllm" else sglang_sizing)(model, groups, hw, einp)
 
 
+def pool_bytes_per_gpu(engine: str, model: ModelPreset, groups: list[att.GroupLayout], hw: HardwarePreset,
+                       tp: int) -> float:
+    """The KV pool the engine allocates on one GPU, its inputs estimated from the presets [B]: blocks x block bytes
+    (the KV budget ``cost``, ``compare`` and ``trace`` use with --engine)."""
+    s = sizing(engine, model, groups, hw, ec.EngineInputs(engine=engine, tp=tp))
+    return max(0.0, s["num_gpu_blocks"] * s["block_bytes"])
+
+
 def _ideal(name, model, hw_name, hw, link_name, link, inp, opts) -> dict:
     """kvcalc's ideal capacity row, with the reserve it subtracted."""
     return {**capacity_row(name, model, hw_name, hw, link_name, link, inp, opts),

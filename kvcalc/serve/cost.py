@@ -65,11 +65,9 @@ def kv_budget_bytes_per_gpu(inp: CostInputs, groups) -> float:
     (blocks x block bytes) with its inputs estimated from the presets (``kvcalc capacity --engine`` walks it)."""
     if inp.engine == "ideal":
         return max(0.0, inp.hardware.hbm_bytes * inp.hbm_utilization - inp.model.weight_bytes / inp.gpus)
-    from kvcalc.memory.engine_common import EngineInputs
-    from kvcalc.memory.engine_report import sizing
+    from kvcalc.memory.engine_report import pool_bytes_per_gpu
 
-    s = sizing(inp.engine, inp.model, groups, inp.hardware, EngineInputs(engine=inp.engine, tp=inp.gpus))
-    return max(0.0, s["num_gpu_blocks"] * s["block_bytes"])
+    return pool_bytes_per_gpu(inp.engine, inp.model, groups, inp.hardware, inp.gpus)
 
 
 def roofline_decode_tokens_per_s(inp: CostInputs, groups, mix: strategies.RequestMix) -> float:

@@ -5,6 +5,9 @@ tokens = floor(per-GPU budget / per-GPU bytes of one block) x block tokens, wher
 ``capacity_arrays``'s (HBM x utilisation - weights / GPUs) and a block's per-GPU bytes = sum over layer groups of
 the GPU's share (full attention shards by KV head, a latent head is replicated) x the group's paged block bytes.
 Per-request fixed state (V4's compressor tail) is not a cached prefix and is left out.
+With an engine (``--engine vllm|sglang``) the per-GPU budget is the KV pool that engine allocates instead, its
+inputs estimated from the presets (:func:`kvcalc.memory.engine_report.pool_bytes_per_gpu`: blocks x block bytes),
+regrouped into the trace's blocks.
 """
 
 from __future__ import annotations
@@ -19,14 +22,21 @@ from kvcalc.out.errors import InputError
 
 
 def node_cache_tokens(model: ModelPreset, hw: HardwarePreset, gpus: int, block_tokens: int,
-                      opts: att.KvOptions = att.KvOptions(), hbm_utilization: float = 0.9) -> int:
-    """Tokens of whole ``block_tokens`` blocks the node's KV budget holds [tokens] (InputError if the weights
-    leave no room)."""
+                      opts: att.KvOptions = att.KvOptions(), hbm_utilization: float = 0.9,
+                      engine: str = "ideal") -> int:
+    """Tokens of whole ``block_tokens`` blocks the node's KV budget (ideal, or the ``engine``'s KV pool) holds
+    [tokens] (InputError if the weights leave no room)."""
     groups = att.resolve_groups(model, opts)
-    budget_gpu = capacity_arrays(groups, model.weight_bytes, hw.hbm_bytes, block_tokens, gpus, hbm_utilization,
-                                 0.0)["kv_budget_bytes_per_gpu"]
+    if engine == "ideal":
+        budget_gpu = capacity_arrays(groups, model.weight_bytes, hw.hbm_bytes, block_tokens, gpus, hbm_utilization,
+                                     0.0)["kv_budget_bytes_per_gpu"]
+    else:
+        from kvcalc.memory.engine_report import pool_bytes_per_gpu
+
+        budget_gpu = pool_bytes_per_gpu(engine, model, groups, hw, gpus)
     if budget_gpu <= 0:
-        raise InputError(f"--hardware: the weights leave no KV budget on {gpus} x {hw.display_name}")
+        what = "KV budget" if engine == "ideal" else f"{engine} KV pool"
+        raise InputError(f"--hardware: the weights leave no {what} on {gpus} x {hw.display_name}")
     per_gpu_block = sum(att.per_gpu_share(g, gpus) * group_block_bytes(g, block_tokens, model.page_align_bytes)
                         for g in groups)
     return math.floor(budget_gpu / per_gpu_block) * block_tokens

@@ -70,6 +70,7 @@ class TierNode:
     block_tokens: int  # [tokens]
     hbm_utilization: float = 0.9
     kv_options: att.KvOptions = att.KvOptions()
+    engine: str = "ideal"  # the hbm tier: ideal budget, or the vllm/sglang KV pool (--engine)
 
 
 def parse_tier_names(text: str) -> list[str]:
@@ -143,11 +144,13 @@ def resolve_tiers(node: TierNode, names: list[str], capacities: dict[str, str], 
             blocks, held, source = _given_capacity(name, capacities[name], node.block_tokens, block)
         elif name == "hbm":
             blocks = node_cache_tokens(node.model, hw, node.gpus, node.block_tokens, node.kv_options,
-                                       node.hbm_utilization) // node.block_tokens
+                                       node.hbm_utilization, node.engine) // node.block_tokens
             held = blocks * block
             source = (f"KV budget after weights: ({hw.hbm_gb:g} GB x {node.hbm_utilization:g} - "
                       f"{fmt_bytes(node.model.weight_bytes)} weights / {node.gpus}) per GPU / each GPU's "
-                      f"tensor-parallel share of a block")
+                      f"tensor-parallel share of a block") if node.engine == "ideal" else (
+                f"the {node.engine} KV pool per GPU (kvcalc capacity --engine {node.engine}, inputs estimated) / "
+                "each GPU's tensor-parallel share of a block")
         else:
             per_gpu_bytes = hw.host_dram_bytes_per_gpu if name == "dram" else hw.local_ssd_bytes_per_gpu
             field = "host_dram_gb_per_gpu" if name == "dram" else "local_ssd_gb_per_gpu"
