@@ -225,7 +225,7 @@ def test_cli_ideal_unchanged_by_the_engine_flag():
     (("--solve", "everything"), "--solve"), (("--engine", "vllm", "--gpu-memory-utilization", "1.5"),
                                              "--gpu-memory-utilization"),
     (("--engine", "vllm", "-m", "deepseek-v4-flash"), "--engine vllm"),
-    (("--engine", "sglang", "-m", "qwen3-next-80b-a3b"), "--engine sglang"),
+    (("--engine", "sglang", "-m", "deepseek-v4-flash"), "--engine sglang"),
     (("--engine", "vllm", "--attention", "dp"), "--attention dp"),
     (("--engine", "vllm", "--weights-memory", "-3GiB"), "--weights-memory"),
     (("--engine", "vllm", "--solve", "max-concurrency", "--concurrency", "0"), "--concurrency"),

@@ -64,6 +64,15 @@ def capacity(
                                 rich_help_panel=E)] = None,
     cuda_graph_memory: Annotated[Optional[str], typer.Option("--cuda-graph-memory", help="CUDA-graph memory "
                                  "inside the budget (vLLM v0.21+), e.g. 0.5GiB (default 0)", rich_help_panel=E)] = None,
+    swa_full_tokens_ratio: Annotated[Optional[float], typer.Option(
+        "--swa-full-tokens-ratio", help="SGLang hybrid sliding/full models: sliding pool tokens per full pool token "
+        "(default 0.8; above 0, at most 100)", rich_help_panel=E)] = None,
+    mamba_full_memory_ratio: Annotated[Optional[float], typer.Option(
+        "--mamba-full-memory-ratio", help="SGLang Mamba/linear hybrids: state pool memory per attention pool memory "
+        "(default 0.9; above 0, at most 100)", rich_help_panel=E)] = None,
+    max_mamba_cache_size: Annotated[Optional[int], typer.Option(
+        "--max-mamba-cache-size", help=f"SGLang: state slots, instead of the ratio (0 to {MAX_REQUESTS:,})",
+        rich_help_panel=E)] = None,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Requests that fit in a node's HBM after the weights, 16-token block bytes, page-in time per block.
@@ -102,6 +111,9 @@ def capacity(
         check_positive(max_num_seqs, "--max-num-seqs", limit=MAX_REQUESTS)
     if block_size is not None:
         check_positive(block_size, "--block-size", limit=MAX_BLOCK_TOKENS)
+    from kvcalc.cli.engine_opts import check_sglang_pools
+
+    check_sglang_pools(swa_full_tokens_ratio, mamba_full_memory_ratio, max_mamba_cache_size)
     inp = CapacityInputs(
         gpus=gpus, context_tokens=parse_tokens(context, "--context"),
         hbm_utilization=parse_fraction(hbm_utilization, "--hbm-utilization"),
@@ -123,7 +135,8 @@ def capacity(
 
         einp = engine_inputs(engine, gpus, inp.context_tokens, gpu_memory_utilization, mem_fraction_static,
                              max_model_len, max_num_batched_tokens, max_num_seqs, block_size, total_memory,
-                             weights_memory, activation_memory, non_torch_memory, cuda_graph_memory)
+                             weights_memory, activation_memory, non_torch_memory, cuda_graph_memory,
+                             (swa_full_tokens_ratio, mamba_full_memory_ratio, max_mamba_cache_size))
         if solve is None:
             result = engine_result(*args, einp, opts)
         else:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+MAX_POOL_RATIO = 100  # --swa-full-tokens-ratio / --mamba-full-memory-ratio: above 0, at most 100 (SGLang: 0.8, 0.9)
+
 
 def check_solve(solve: Optional[str]) -> Optional[str]:
     """Validate --solve early."""
@@ -15,10 +17,24 @@ def check_solve(solve: Optional[str]) -> Optional[str]:
     return solve
 
 
+def check_sglang_pools(swa_ratio, mamba_ratio, mamba_size):
+    """Bounds of SGLang's pool options (checked even without --engine, like every option): ratios above 0 and at
+    most 100, state slots 0 to MAX_REQUESTS -> the values."""
+    from kvcalc.out.units import MAX_REQUESTS, check_positive
+
+    for flag, value in (("--swa-full-tokens-ratio", swa_ratio), ("--mamba-full-memory-ratio", mamba_ratio)):
+        if value is not None:
+            check_positive(value, flag, limit=MAX_POOL_RATIO)
+    if mamba_size is not None:
+        check_positive(mamba_size, "--max-mamba-cache-size", allow_zero=True, limit=MAX_REQUESTS)
+    return swa_ratio, mamba_ratio, mamba_size
+
+
 def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_fraction_static, max_model_len,
                   max_num_batched_tokens, max_num_seqs, block_size, total_memory, weights_memory,
-                  activation_memory, non_torch_memory, cuda_graph_memory):
-    """The flags as an EngineInputs (None = estimate from the presets); bad values name their flag."""
+                  activation_memory, non_torch_memory, cuda_graph_memory, sglang_pools=(None, None, None)):
+    """The flags as an EngineInputs (None = estimate from the presets); bad values name their flag.
+    ``sglang_pools``: (--swa-full-tokens-ratio, --mamba-full-memory-ratio, --max-mamba-cache-size)."""
     from kvcalc.memory.engine_common import ENGINES, EngineInputs
     from kvcalc.out.errors import InputError
     from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_REQUESTS, check_positive, parse_bytes, parse_fraction, parse_tokens
@@ -37,6 +53,7 @@ def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_frac
         check_positive(max_num_seqs, "--max-num-seqs", limit=MAX_REQUESTS)
     if block_size is not None:
         check_positive(block_size, "--block-size", limit=MAX_BLOCK_TOKENS)
+    swa_ratio, mamba_ratio, mamba_size = check_sglang_pools(*sglang_pools)
     return EngineInputs(
         engine=engine, tp=gpus,
         max_model_len=parse_tokens(max_model_len, "--max-model-len") if max_model_len else context_tokens,
@@ -50,4 +67,5 @@ def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_frac
         weights_bytes=size(weights_memory, "--weights-memory"),
         activation_bytes=size(activation_memory, "--activation-memory", True),
         non_torch_bytes=size(non_torch_memory, "--non-torch-memory", True),
-        cuda_graph_bytes=size(cuda_graph_memory, "--cuda-graph-memory", True))
+        cuda_graph_bytes=size(cuda_graph_memory, "--cuda-graph-memory", True),
+        swa_full_tokens_ratio=swa_ratio, mamba_full_memory_ratio=mamba_ratio, max_mamba_cache_size=mamba_size)

@@ -63,6 +63,9 @@ class EngineInputs:
     activation_bytes: Optional[float] = None
     non_torch_bytes: Optional[float] = None
     cuda_graph_bytes: Optional[float] = None
+    swa_full_tokens_ratio: Optional[float] = None   # SGLang: sliding pool tokens / full pool tokens (0.8)
+    mamba_full_memory_ratio: Optional[float] = None  # SGLang: state pool / attention pool memory (0.9)
+    max_mamba_cache_size: Optional[int] = None       # SGLang: state slots, instead of the ratio
 
 
 @dataclass(frozen=True)
@@ -161,11 +164,11 @@ def page_bytes_per_token(g: att.GroupLayout, tp: int) -> float:
 
 
 def check_engine_groups(groups: list[att.GroupLayout], engine: str) -> None:
-    """Engine sizing covers full, sliding, MLA and DSA layers (and as-stated figures), and for vLLM linear-attention
-    and Mamba layers next to attention; raise on the others."""
+    """Engine sizing covers full, sliding, MLA and DSA layers (and as-stated figures), and linear-attention and
+    Mamba layers next to attention; raise on the others."""
     from kvcalc.out.errors import InputError
 
-    known = ("full", "sliding", "mla", "dsa", "flat") + (att.RECURRENT_KINDS if engine == "vllm" else ())
+    known = ("full", "sliding", "mla", "dsa", "flat") + att.RECURRENT_KINDS
     for g in groups:
         if g.kind not in known:
             raise InputError(f"--engine {engine}: {g.kind} layers ({g.name}) are not modelled by the engine "

@@ -4,11 +4,13 @@ between them, and the inverse questions (what max_model_len fits, how many reque
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Optional
 
 from kvcalc.memory import engine_common as ec
 from kvcalc.memory.capacity import CapacityInputs, capacity_row
-from kvcalc.memory.engine_sglang import sglang_fits, sglang_sizing, sglang_walk
+from kvcalc.memory.engine_sglang import (sglang_fits, sglang_longest, sglang_required_fraction, sglang_sizing,
+                                         sglang_walk)
 from kvcalc.memory.engine_vllm import vllm_fits, vllm_required_kv_bytes, vllm_sizing, vllm_walk
 from kvcalc.model import attention as att
 from kvcalc.model.kv import request_bytes
@@ -44,12 +46,23 @@ def sizing(engine: str, model: ModelPreset, groups: list[att.GroupLayout], hw: H
     return (vllm_sizing if engine == "vllm" else sglang_sizing)(model, groups, hw, einp)
 
 
-def pool_bytes_per_gpu(engine: str, model: ModelPreset, groups: list[att.GroupLayout], hw: HardwarePreset,
+def engine_groups(engine: str, model: ModelPreset, opts: att.KvOptions) -> list[att.GroupLayout]:
+    """The layer groups as the engine lays them out: SGLang keeps a Mamba/Gated-DeltaNet SSM state in FP32 by
+    default (server_args mamba_ssm_dtype "float32"; sgl-project/sglang PR #15337 docs/basic_usage/qwen3.md: "The
+    default setting is float32"), vLLM in the model dtype; --state-dtype overrides both."""
+    if engine == "sglang" and opts.state_dtype is None:
+        opts = replace(opts, state_dtype="fp32")
+    return att.resolve_groups(model, opts)
+
+
+def pool_bytes_per_gpu(engine: str, model: ModelPreset, opts: att.KvOptions, hw: HardwarePreset,
                        tp: int) -> float:
-    """The KV pool the engine allocates on one GPU, its inputs estimated from the presets [B]: blocks x block bytes
-    (the KV budget ``cost``, ``compare`` and ``trace`` use with --engine)."""
-    s = sizing(engine, model, groups, hw, ec.EngineInputs(engine=engine, tp=tp))
-    return max(0.0, s["num_gpu_blocks"] * s["block_bytes"])
+    """The KV pool the engine allocates on one GPU, its inputs estimated from the presets [B]: vLLM's blocks x block
+    bytes
+    (the KV budget ``cost``, ``compare`` and ``trace`` use with --engine); SGLang's hybrid pools: the full pool's
+    tokens x its bytes + the sliding pool's, its Mamba state pool left out."""
+    s = sizing(engine, model, engine_groups(engine, model, opts), hw, ec.EngineInputs(engine=engine, tp=tp))
+    return max(0.0, s["pool_bytes"])
 
 
 def _ideal(name, model, hw_name, hw, link_name, link, inp, opts) -> dict:
@@ -74,12 +87,21 @@ def log_lines(name: str, s: dict, max_model_len: int) -> list[str]:
     t = s["terms"]
     gib = units.fmt_gib
     if s["engine"] == "sglang":
-        kv = s["kv_cache_tokens"] * s["kv_bytes_per_token_per_gpu"]
-        return [f"{name} (SGLang): free at start {gib(t['total'].value)} x mem_fraction_static "
-                f"{s['mem_fraction_static']:g} - weights {gib(t['weights'].value)} = "
-                f"{gib(s['kv_cache_memory_bytes'])}; / {s['kv_bytes_per_token_per_gpu']:,.0f} B per token",
-                f"  KV Cache is allocated. #tokens: {s['kv_cache_tokens']}, K+V size: {gib(kv)} "
-                "(SGLang prints these GiB as 'GB')"]
+        kv = s["full_kv_cache_tokens"] * s["full_cell_bytes"] + s["swa_kv_cache_tokens"] * s["swa_cell_bytes"]
+        lines = [f"{name} (SGLang): free at start {gib(t['total'].value)} x mem_fraction_static "
+                 f"{s['mem_fraction_static']:g} - weights {gib(t['weights'].value)} = "
+                 f"{gib(s['kv_cache_memory_bytes'])}"]
+        if s["mamba_state_bytes_per_request"]:
+            lines.append(f"  Mamba state pool: max_mamba_cache_size {s['max_mamba_cache_size']:,} x "
+                         f"{s['mamba_state_bytes_per_request']:,.0f} B = {gib(s['mamba_pool_bytes'])}; max running "
+                         f"requests {s['max_num_seqs']:,}")
+        lines.append(f"  {gib(s['kv_cache_memory_bytes'] - s['mamba_pool_bytes'])} / "
+                     f"{s['kv_bytes_per_token_per_gpu']:,.0f} B per token = {s['profiled_tokens']:,} tokens")
+        if s["swa_full_tokens_ratio"] is not None:
+            lines.append(f"  Use sliding window memory pool. full_layer_tokens={s['full_kv_cache_tokens']}, "
+                         f"swa_layer_tokens={s['swa_kv_cache_tokens']}")
+        return lines + [f"  KV Cache is allocated. #tokens: {s['kv_cache_tokens']}, K+V size: {gib(kv)} "
+                        "(SGLang prints these GiB as 'GB')"]
     return [f"{name} (vLLM): total_gpu_memory ({gib(t['total'].value)}) x gpu_memory_utilization "
             f"({s['gpu_memory_utilization']:.2f}) = {gib(t['total'].value * s['gpu_memory_utilization'])}; "
             f"model weights take {gib(t['weights'].value)}; non_torch_memory takes {gib(t['non_torch'].value)}; "
@@ -100,7 +122,7 @@ def engine_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link
 
     rows, walk, lines, notes = [], [], [], []
     for name, model in models:
-        groups = att.resolve_groups(model, opts)
+        groups = engine_groups(einp.engine, model, opts)
         s = sizing(einp.engine, model, groups, hw, einp)
         ideal = _ideal(name, model, hw_name, hw, link_name, link, inp, opts)
         per_token = s["kv_bytes_per_token_per_gpu"]
@@ -121,6 +143,8 @@ def engine_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link
                if k in s["terms"]},
             "gpu_memory_utilization": s.get("gpu_memory_utilization"),
             "mem_fraction_static": s.get("mem_fraction_static"),
+            **({k: s[k] for k in ("full_kv_cache_tokens", "swa_kv_cache_tokens", "max_mamba_cache_size",
+                                  "mamba_pool_bytes")} if einp.engine == "sglang" else {}),
         })
         steps = (vllm_walk if einp.engine == "vllm" else sglang_walk)(s, ideal)
         steps.insert(1, {"step": "TP sharding/replication", "delta_bytes": None, "delta_gib": "-",
@@ -131,7 +155,7 @@ def engine_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link
         lines.extend(log_lines(name, s, einp.max_model_len))
         if s["kv_cache_memory_bytes"] <= 0:
             notes.append(f"{name}: no memory left for the KV cache: the engine would refuse to start")
-        elif s["kv_cache_tokens"] < einp.max_model_len and s["kv_groups"] == 1:
+        elif s["kv_cache_tokens"] < einp.max_model_len and s["kv_groups"] == 1 and not s.get("swa_kv_cache_tokens"):
             notes.append(f"{name}: max_model_len {einp.max_model_len:,} exceeds the {s['kv_cache_tokens']:,} "
                          "tokens of KV cache: the engine would refuse to start")
         if s["kv_groups"] > 1:
@@ -178,7 +202,7 @@ def max_model_len_fit(engine: str, s: Optional[dict], ideal_fit) -> int:
     if engine == "ideal":
         return _largest(ideal_fit)
     if engine == "sglang":
-        return s["kv_cache_tokens"]
+        return sglang_longest(s)
     return _largest(lambda n: vllm_fits(s, n) >= 1)
 
 
@@ -204,7 +228,7 @@ def solve_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset, l
             value = need / hw.hbm_bytes
         row.update(value=value, kv_bytes_per_request=request_bytes(groups, L))
         return row
-    s = sizing(einp.engine, model, groups, hw, einp)
+    s = sizing(einp.engine, model, engine_groups(einp.engine, model, opts), hw, einp)
     t = s["terms"]
     if solve == "max-model-len":
         value = max_model_len_fit(einp.engine, s, None)
@@ -213,8 +237,8 @@ def solve_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset, l
     elif einp.engine == "vllm":
         fixed = t["weights"].value + t["activation"].value + t["non_torch"].value + t["cuda_graphs"].value
         value = (vllm_required_kv_bytes(s, L, concurrency) + fixed) / t["total"].value
-    else:  # SGLang: mem_fraction_static with free x m - weights >= N x L x cell
-        value = (concurrency * L * s["kv_bytes_per_token_per_gpu"] + t["weights"].value) / t["total"].value
+    else:  # SGLang: mem_fraction_static with free x m - weights >= the pools N requests of L need
+        value = sglang_required_fraction(s, L, concurrency)
     row.update(value=value, kv_cache_tokens=s["kv_cache_tokens"], num_gpu_blocks=s["num_gpu_blocks"],
                requests_that_fit=(vllm_fits(s, L) if einp.engine == "vllm" else sglang_fits(s, L)))
     return row

@@ -163,7 +163,7 @@ def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwareP
         "engine": "vllm", "terms": terms, "gpu_memory_utilization": inp.gpu_memory_utilization,
         "block_size": block_size, "max_num_batched_tokens": batched, "max_num_seqs": max_seqs,
         "kv_cache_memory_bytes": kv_memory, "num_gpu_blocks": num_blocks, "kv_cache_tokens": tokens,
-        "blocks_per_request": per_request, **lay,
+        "blocks_per_request": per_request, **lay, "pool_bytes": num_blocks * lay["block_bytes"],
         "max_concurrency": num_blocks / per_request if per_request else 0.0,
     }
 

@@ -67,7 +67,7 @@ def kv_budget_bytes_per_gpu(inp: CostInputs, groups) -> float:
         return max(0.0, inp.hardware.hbm_bytes * inp.hbm_utilization - inp.model.weight_bytes / inp.gpus)
     from kvcalc.memory.engine_report import pool_bytes_per_gpu
 
-    return pool_bytes_per_gpu(inp.engine, inp.model, groups, inp.hardware, inp.gpus)
+    return pool_bytes_per_gpu(inp.engine, inp.model, inp.kv_options, inp.hardware, inp.gpus)
 
 
 def roofline_decode_tokens_per_s(inp: CostInputs, groups, mix: strategies.RequestMix) -> float:

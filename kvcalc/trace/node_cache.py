@@ -33,7 +33,7 @@ def node_cache_tokens(model: ModelPreset, hw: HardwarePreset, gpus: int, block_t
     else:
         from kvcalc.memory.engine_report import pool_bytes_per_gpu
 
-        budget_gpu = pool_bytes_per_gpu(engine, model, groups, hw, gpus)
+        budget_gpu = pool_bytes_per_gpu(engine, model, opts, hw, gpus)
     if budget_gpu <= 0:
         what = "KV budget" if engine == "ideal" else f"{engine} KV pool"
         raise InputError(f"--hardware: the weights leave no {what} on {gpus} x {hw.display_name}")
