@@ -111,3 +111,21 @@ def test_cli_reports_the_same_l40s_estimate():
     row = json.loads(r.out)["results"][0]
     assert (row["num_gpu_blocks"], row["kv_cache_tokens"]) == (25_916, 414_656)
     assert row["activation_bytes"] == 3_733_979_136
+
+
+def test_llama_2_7b_on_an_a100_80gb_within_10_percent():
+    # vLLM PR #2031 (github.com/vllm-project/vllm/pull/2031, Dec 2023, vLLM 0.2.4): "Llama2-7B with TP=1 and
+    # 1xA100-80GB - Current main: # GPU blocks: 7449 - This PR: # GPU blocks: 7351" (the PR counts non-torch
+    # memory). Launch: defaults of that version: gpu_memory_utilization 0.9, block 16, max_num_seqs 256,
+    # max_num_batched_tokens max(max_model_len 4,096, 2,048) = 4,096.
+    model = catalog.load_model("llama-2-7b")
+    s = vllm_sizing(model, att.resolve_groups(model), catalog.load_hardware("a100-80g"),
+                    ec.EngineInputs(engine="vllm", max_num_seqs=256, max_num_batched_tokens=4096, max_model_len=4096))
+    # 79.15 GiB (the A100 80 GB preset) x 0.9 = 71.235 GiB - weights 6,738,415,616 x 2 B (12.551 GiB)
+    # - activation: forward 4,096 tokens x 2 B x ((6,738,415,616 - 2 x 32,000 x 4,096) / 32 / 4,096 + 2 x 4,096)
+    #   = 4,096 x 115,204.0625 B = 0.4395 GiB (> sampler 256 x 32,000 x 24 B = 0.18 GiB) - non-torch 0.07 GiB
+    # = 58.174 GiB; blocks of 16 x 524,288 B (32 layers x 32 heads x 256 x 2 B x 16) = 8 MiB -> 7,446 blocks
+    assert s["kv_bytes_per_token_per_gpu"] == 524_288
+    assert s["terms"]["activation"].value == pytest.approx(4096 * 115_204.0625)
+    assert s["num_gpu_blocks"] == 7_446
+    assert 0 < (s["num_gpu_blocks"] - 7_351) / 7_351 < 0.10     # +1.29% (and -0.04% of the pre-fix 7,449)
