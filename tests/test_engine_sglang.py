@@ -51,6 +51,9 @@ def test_hybrid_swa_pools_split_by_the_ratio():
     # the ratio is a flag: r = 0.25 gives full = int(7,301,419,008 / (4,096 + 5,632)) = 750,557
     s = sglang_sizing(m, att.resolve_groups(m), H100, ec.EngineInputs(**GIVEN, swa_full_tokens_ratio=0.25))
     assert (s["full_kv_cache_tokens"], s["swa_kv_cache_tokens"]) == (750_557, 187_639)
+    # r = 1: no separate split, every layer sized as full (the profiled 274,242 tokens in both pools)
+    s = sglang_sizing(m, att.resolve_groups(m), H100, ec.EngineInputs(**GIVEN, swa_full_tokens_ratio=1.0))
+    assert (s["full_kv_cache_tokens"], s["swa_kv_cache_tokens"]) == (274_242, 274_242)
 
 
 def test_only_sliding_layers_fill_one_pool():

@@ -18,7 +18,9 @@ Separate pools for hybrids:
   so the sliding pool holds r = swa_full_tokens_ratio (default 0.8) times the full pool's tokens:
   full_tokens = int(memory / (F n_full + r S n_swa)), swa_tokens = int(full_tokens x r) (F, S: one layer's bytes per
   token). The log's count is full_tokens. A request keeps about min(L, W) tokens in the sliding pool (SGLang frees
-  tokens that leave the window, every few steps).
+  tokens that leave the window, every few steps). This holds for the architectures SGLang marks hybrid SWA
+  (model_config.is_hybrid_swa, e.g. Gemma 2/3, gpt-oss, Command-R, MiMo); for others it sizes every layer as full,
+  which --swa-full-tokens-ratio 1 reproduces (then full_tokens = swa_tokens = the profiled tokens).
 - Mamba / linear attention: a state pool first takes ratio / (1 + ratio) of the rest (mamba_full_memory_ratio,
   default 0.9), max_mamba_cache_size = floor(that / state bytes of one request), unless --max-mamba-cache-size
   sets it; the attention pool gets what is left, its cell counting the attention layers only. With the radix cache
