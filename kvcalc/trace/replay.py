@@ -106,8 +106,8 @@ def capacity_grid(max_capacity_tokens: int, points: int = 20, block_tokens: int 
         return [max_blocks * block_tokens]
     import numpy as np  # lazily: the single-capacity replay runs without numpy
 
-    blocks = np.unique(np.rint(np.geomspace(1, max_blocks, points)).astype(np.int64))
-    return [int(b) * block_tokens for b in blocks]
+    blocks = np.rint(np.geomspace(1, max_blocks, points)).astype(np.int64).tolist()  # ascending
+    return [b * block_tokens for b in sorted(set(blocks))]
 
 
 def check_policy(policy: str) -> None:
