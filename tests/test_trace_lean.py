@@ -68,7 +68,7 @@ def test_lean_equals_engine_and_direct_replay(case, read_bytes, min_table, per_b
     block_tokens, lines, requests = case
     distinct = len({h for r in requests for h in r.hash_ids})
     with tempfile.TemporaryDirectory() as tmp, patch.object(reader, "READ_BYTES", read_bytes), \
-            patch.object(lean, "MIN_TABLE_BYTES", min_table), patch.object(lean, "TABLE_BYTES_PER_BLOCK", per_block):
+            patch.object(lean, "WIDE_TABLE_BYTES", min_table), patch.object(lean, "TABLE_BYTES_PER_BLOCK", per_block):
         path = str(Path(tmp) / "t.jsonl")
         Path(path).write_text("".join(line + "\n" for line in lines))
         engine = _engine(path, [None], block_tokens)
@@ -84,23 +84,37 @@ def test_lean_equals_engine_and_direct_replay(case, read_bytes, min_table, per_b
         assert fifo.results == tuple(simulate(requests, c, block_tokens, "fifo") for c in fifo_caps)
 
 
-def test_seen_table_bytearray_while_dense_dict_otherwise() -> None:
-    # dense ids 0..999 stay one byte each; a negative id, or an id beyond max(1 MiB, 32 B x distinct blocks),
-    # turns the table into a dict holding the same ids
+def test_seen_table_bytes_then_bits_then_dict() -> None:
+    # ids below 2^20 get a byte each; beyond, a bit each while the table stays within max(1 MiB, 4 B per distinct
+    # block) (so ids below 8 x 2^20 with few blocks); further ids, or a negative one, turn it into a dict
     def records(ids):
         return [TraceRequest(0.0, len(ids), 0, tuple(ids), 1)]
 
-    dense = SeenBlocks()
-    lean._replay(records(range(1000)), None, 0, dense, 1)
-    assert type(dense.table) is bytearray and dense.count() == 1000 and len(dense.table) <= lean.MIN_TABLE_BYTES
-    negative = SeenBlocks()
-    lean._replay(records([5, 7]), None, 0, negative, 1)
-    negative.check_signs(records([-3]))
-    lean._replay(records([-3]), None, 0, negative, 1)
-    assert type(negative.table) is not bytearray and sorted(negative.table) == [-3, 5, 7] and negative.count() == 3
-    far = SeenBlocks()
-    lean._replay(records([1, 2, lean.MIN_TABLE_BYTES + 1]), None, 0, far, 1)  # 3 blocks allow 1 MiB, not 1 MiB + 2
-    assert type(far.table) is not bytearray and far.count() == 3
+    def seen_after(*batches):
+        seen = SeenBlocks()
+        for ids in batches:
+            seen.check_signs(records(ids))
+            lean._replay(records(ids), None, 0, seen, 1)
+        return seen
+
+    wide = lean.WIDE_TABLE_BYTES
+    dense = seen_after(range(1000))
+    assert type(dense.table) is bytearray and dense.wide and dense.count() == 1000 and len(dense.table) <= wide
+    bits = seen_after([1, 2, 7], [wide + 5, 3])
+    assert type(bits.table) is bytearray and not bits.wide and bits.count() == 5
+    assert bits._ids() == [1, 2, 3, 7, wide + 5] and len(bits.table) <= wide  # 1 MiB of bits: ids below 8 MiB
+    assert seen_after([1, 2], [8 * wide + 1]).table == {1: 1, 2: 1, 8 * wide + 1: 1}  # 3 blocks: beyond 8 MiB
+    negative = seen_after([5, 7], [-3])
+    assert dict(negative.table) == {5: 1, 7: 1, -3: 1} and negative.count() == 3
+    assert dict(seen_after([1, wide + 1], [-2]).table) == {1: 1, wide + 1: 1, -2: 1}  # bits to a dict
+
+
+def test_bits_of() -> None:
+    # bytes 0/1 per id -> bit h & 7 of byte h >> 3: ids 0, 3, 8, 9 -> bytes 0b00001001, 0b00000011
+    assert lean._bits_of(bytearray([1, 0, 0, 1, 0, 0, 0, 0, 1, 1])) == bytearray([0b1001, 0b11])
+    wide = bytearray((i * 7919) % 3 == 0 for i in range(1001))  # pieces of 16 bytes: the same bits
+    expected = bytearray(sum(wide[8 * j + k] << k for k in range(8) if 8 * j + k < 1001) for j in range(126))
+    assert lean._bits_of(wide, 16) == lean._bits_of(wide) == expected
 
 
 def test_dispatch() -> None:

@@ -30,8 +30,9 @@ from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, read_trace
 from kvcalc.trace.replay import CacheSimulator, capacity_blocks_for, replay_result
 from kvcalc.trace.stats import StatsAccumulator
 
-MIN_TABLE_BYTES = 1 << 20  # the byte-per-id table of seen blocks may always grow to 1 MiB [B]
-TABLE_BYTES_PER_BLOCK = 32  # beyond that, to at most 32 B per (possibly) distinct block [B]; a dict costs ~100
+WIDE_TABLE_BYTES = 1 << 20  # ids below this have a byte each in the table of seen blocks [B]: the fastest form
+TABLE_BYTES_PER_BLOCK = 4  # beyond, one bit per id while the table stays within max(WIDE_TABLE_BYTES, 4 B per
+# (possibly) distinct block) [B], i.e. ids up to 32x the distinct blocks; else a dict (~100 B per block)
 
 
 def answers_lean(capacities_tokens: Sequence[int | None], policy: str) -> bool:
@@ -43,17 +44,19 @@ def answers_lean(capacities_tokens: Sequence[int | None], policy: str) -> bool:
 class SeenBlocks:
     """The block ids seen so far, with memory bounded by the distinct blocks (never by the trace's length).
 
-    ``table[h]`` is 1 for a seen id ``h`` and 0 otherwise (or, in a bytearray, IndexError beyond it: never
-    seen); ``table[h] = 1`` marks it, and where that raises IndexError, :meth:`grow` marks it and returns the
-    table to use from then on. While every id is a non-negative integer, ``table`` is a ``bytearray`` indexed
-    by id (one byte per id up to the largest: dense ids such as Mooncake's cost ~1 B per block), grown by
-    doubling up to ``max(MIN_TABLE_BYTES, TABLE_BYTES_PER_BLOCK x distinct blocks)``. An id beyond that, or a
-    negative one (:meth:`check_signs`), turns it into a ``defaultdict(int)`` of the ids (reading an unseen id
-    inserts a 0; the replay marks every id of a request, so after a request every entry is 1).
+    Three forms, from the fastest: while every id is a non-negative integer below ``WIDE_TABLE_BYTES``,
+    ``table`` is a ``bytearray`` with a byte per id (``wide``: ``table[h]`` is 1 once ``h`` was seen); beyond,
+    a ``bytearray`` with a bit per id (not ``wide``: bit ``h & 7`` of ``table[h >> 3]``; Mooncake's dense ids
+    cost 1/8 B per block) while it stays within ``max(WIDE_TABLE_BYTES, TABLE_BYTES_PER_BLOCK x distinct
+    blocks)``; otherwise (or for a negative id, :meth:`check_signs`) a ``defaultdict(int)`` of the ids, read and
+    marked as the wide table (reading an unseen id inserts a 0; the replay marks every id of a request, so
+    after a request every entry is 1). Reading an id beyond a bytearray raises IndexError (never seen); marking
+    one calls :meth:`grow`, which returns the table and form to use from then on.
     """
 
     def __init__(self) -> None:
         self.table: bytearray | defaultdict = bytearray()
+        self.wide = True  # a byte (or a dict entry) per id; False: a bit per id
 
     def check_signs(self, records: Sequence) -> None:
         """Before reading ``records`` whose text holds a ``-``: a negative id turns the table into a dict (a
@@ -63,27 +66,65 @@ class SeenBlocks:
             if ids and min(map(min, ids)) < 0:
                 self._to_dict()
 
-    def grow(self, h: int) -> bytearray | defaultdict:
-        """Mark id ``h``, which the bytearray does not reach; return the table (grown, or a dict)."""
+    def grow(self, h: int) -> tuple[bytearray | defaultdict, bool]:
+        """Mark id ``h``, beyond the bytearray; return (table, wide): grown, a bit per id, or a dict."""
         table = self.table
-        allowed = max(MIN_TABLE_BYTES, TABLE_BYTES_PER_BLOCK * (table.count(1) + 1))
-        if 0 <= h < allowed:
-            table.extend(bytes(min(max(h + 1, 2 * len(table)), allowed) - len(table)))
+        if self.wide and 0 <= h < WIDE_TABLE_BYTES:
+            _extend(table, h + 1, WIDE_TABLE_BYTES)
+            table[h] = 1
+            return table, True
+        allowed = max(WIDE_TABLE_BYTES, TABLE_BYTES_PER_BLOCK * (self.count() + 1))
+        if not 0 <= h < 8 * allowed:
+            self._to_dict()[h] = 1
         else:
-            table = self._to_dict()
-        table[h] = 1
-        return table
+            if self.wide:
+                table = self.table = _bits_of(table)
+                self.wide = False
+            _extend(table, (h >> 3) + 1, allowed)
+            table[h >> 3] |= 1 << (h & 7)
+        return self.table, self.wide
+
+    def _ids(self) -> list[int]:
+        """The ids seen, from a bytearray (either form)."""
+        table = self.table
+        if self.wide:
+            return list(compress(range(len(table)), table))
+        return [8 * i + k for i in compress(range(len(table)), table) for k in range(8) if table[i] >> k & 1]
 
     def _to_dict(self) -> defaultdict:
         seen: defaultdict = defaultdict(int)
-        seen.update(dict.fromkeys(compress(range(len(self.table)), self.table), 1))
-        self.table = seen
+        seen.update(dict.fromkeys(self._ids(), 1))
+        self.table, self.wide = seen, True
         return seen
 
     def count(self) -> int:
         """Distinct ids seen [blocks]."""
         table = self.table
-        return table.count(1) if type(table) is bytearray else sum(table.values())
+        if type(table) is not bytearray:
+            return sum(table.values())
+        return table.count(1) if self.wide else int.from_bytes(table, "little").bit_count()
+
+
+def _extend(table: bytearray, need: int, allowed: int) -> None:
+    """Grow ``table`` with zeros to at least ``need`` bytes: by a quarter at least, 64 KiB at least, within
+    ``allowed`` (``need <= allowed``)."""
+    table.extend(bytes(min(max(need, len(table) + (len(table) >> 2), 1 << 16), allowed) - len(table)))
+
+
+def _bits_of(wide: bytearray, piece: int = 1 << 16) -> bytearray:
+    """A bit per id (bit ``h & 7`` of byte ``h >> 3``) from a byte per id (0 or 1), ``piece`` bytes at a time
+    (a multiple of 8; the copies stay small), in C-speed integer steps: the bytes ``k, k + 8, ...`` of a piece
+    (``[k::8]``) read as a little-endian integer put id ``8j + k`` at bit ``8j``, shifted by ``k``."""
+    out = bytearray()
+    for start in range(0, len(wide), piece):
+        part = bytes(wide[start:start + piece])
+        n = -(-len(part) // 8)
+        part += bytes(8 * n - len(part))
+        bits = 0
+        for k in range(8):
+            bits |= int.from_bytes(part[k::8], "little") << k
+        out += bits.to_bytes(n, "little")
+    return out
 
 
 def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenBlocks,
@@ -97,7 +138,7 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
     infinite cache's run goes on from there while the blocks were seen; a block found in the LRU cache was
     seen, so only the others are marked. A full cache (no room) evicts its oldest block per insertion.
     """
-    table = seen.table
+    table, wide = seen.table, seen.wide
     hits = reused = inf_hits = inf_reused = total = inputs = 0
     if cache is not None:
         move = cache.move_to_end
@@ -118,30 +159,31 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
                     break
         inf = hit
         try:
-            while inf < n and table[ids[inf]]:
-                inf += 1
+            if wide:
+                while inf < n and table[ids[inf]]:
+                    inf += 1
+            else:
+                while inf < n and table[ids[inf] >> 3] >> (ids[inf] & 7) & 1:
+                    inf += 1
         except IndexError:  # beyond the bytearray: never seen
             pass
-        if cache is None:
-            for h in rest:
-                try:
-                    table[h] = 1
-                except IndexError:
-                    table = seen.grow(h)
-        else:
-            for h in rest:
+        for h in rest:
+            if cache is not None:
                 if h in cache:
                     move(h)
+                    continue
+                cache[h] = None
+                if room:
+                    room -= 1
                 else:
-                    cache[h] = None
-                    if room:
-                        room -= 1
-                    else:
-                        evict(False)
-                    try:
-                        table[h] = 1
-                    except IndexError:
-                        table = seen.grow(h)
+                    evict(False)
+            try:
+                if wide:
+                    table[h] = 1
+                else:
+                    table[h >> 3] |= 1 << (h & 7)
+            except IndexError:
+                table, wide = seen.grow(h)
         hits += hit
         reused += min(hit * block_tokens, length)
         inf_hits += inf
