@@ -124,6 +124,13 @@ def test_dispatch() -> None:
     assert answers_lean([3_000_000, 10_000_000, None], "fifo")
 
 
+def test_lean_refuses_several_lru_capacities(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(GOOD + "\n")
+    with pytest.raises(InputError, match="one LRU capacity at most"):
+        lean_analysis(path, [4, 8], 4)
+
+
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_lines_same_errors_as_the_engine(tmp_path: Path, case: str) -> None:
     path = tmp_path / "hostile.jsonl"

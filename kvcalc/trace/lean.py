@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from itertools import chain, compress
 from pathlib import Path
 
+from kvcalc.out.errors import InputError
 from kvcalc.trace.analysis import TraceAnalysis
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, read_trace
 from kvcalc.trace.replay import CacheSimulator, capacity_blocks_for, replay_result
@@ -198,9 +199,11 @@ def lean_analysis(path: str | Path, capacities_tokens: Sequence[int | None],
                   skip_bad: bool = False) -> TraceAnalysis:
     """Statistics plus one result per capacity [tokens] (None = infinite), in one streaming pass, without numpy.
 
-    Only for the questions of :func:`answers_lean` (checked by the caller,
-    :func:`kvcalc.trace.analysis.analyze_trace`, which also validates the arguments).
+    Only for the questions of :func:`answers_lean`; :func:`kvcalc.trace.analysis.analyze_trace` dispatches
+    here and validates the arguments first.
     """
+    if not answers_lean(capacities_tokens, policy):
+        raise InputError("lean replay: one LRU capacity at most (several take the stack-depth engine)")
     finite = sorted({c for c in capacities_tokens if c is not None})
     lru_tokens = finite[0] if policy == "lru" and finite else None
     cache = OrderedDict() if lru_tokens is not None else None
