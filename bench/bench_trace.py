@@ -11,11 +11,13 @@ follow the previous copy's).
 
 Each round runs every command once, in a fresh process, one after the other (paired: drift hits all alike);
 a command's figure is its median over ``--runs`` rounds, and a ratio is the median of the per-round ratios.
+Time is wall-clock and CPU (the child's user + system time, from ``wait4``): on a machine shared with other
+jobs the wall-clock ratios move with the load, the CPU ratios much less.
 Peak memory is the child's own peak resident set (VmHWM, read by the child as it ends, see
 :data:`WRAPPER`; whole processes, interpreter and imports included). Commands:
 
 - ``reference``: :data:`REFERENCE`, a 40-line script (json.loads + OrderedDict LRU) at the single capacity;
-- ``single``: ``kvcalc trace FILE --capacity C --format json`` (LRU via the stack-depth engine, statistics too);
+- ``single``: ``kvcalc trace FILE --capacity C --format json`` (the lean direct replay, statistics too);
 - ``curve``: ``kvcalc trace FILE --curve --format json`` (20 capacities up to the working set, one pass);
 - ``infinite``: ``kvcalc trace FILE --capacity inf --format json``.
 
@@ -131,8 +133,9 @@ sys.exit(code)
 """
 
 
-def run(kind: str, target: str, args: list[str]) -> tuple[float, int, str]:
-    """Run a script (kind "path") or module ("module") in a fresh process -> (wall [s], peak RSS [B], stdout)."""
+def run(kind: str, target: str, args: list[str]) -> tuple[float, float, int, str]:
+    """Run a script (kind "path") or module ("module") in a fresh process -> (wall [s], CPU [s], peak RSS [B],
+    stdout)."""
     argv = [sys.executable, "-c", WRAPPER, kind, target, *args]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
@@ -148,7 +151,7 @@ def run(kind: str, target: str, args: list[str]) -> tuple[float, int, str]:
     peak = int(errors.rsplit("PEAK_RSS", 1)[1])
     if not peak:  # no /proc: ru_maxrss (KiB on Linux, bytes on macOS)
         peak = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
-    return elapsed, peak, text
+    return elapsed, usage.ru_utime + usage.ru_stime, peak, text
 
 
 def commands(trace: Path, capacity: str, reference: Path) -> dict[str, tuple[str, str, list[str]]]:
@@ -171,12 +174,14 @@ def bench(label: str, trace: Path, capacity: str, runs: int, reference: Path) ->
     """Paired rounds of every command on one trace; prints and returns medians and ratios."""
     cmds = commands(trace, capacity, reference)
     times: dict[str, list[float]] = {k: [] for k in cmds}
+    cpus: dict[str, list[float]] = {k: [] for k in cmds}
     peaks: dict[str, list[int]] = {k: [] for k in cmds}
     outputs: dict[str, str] = {}
     for _ in range(runs):
         for name, (kind, target, args) in cmds.items():
-            elapsed, peak, text = run(kind, target, args)
+            elapsed, cpu, peak, text = run(kind, target, args)
             times[name].append(elapsed)
+            cpus[name].append(cpu)
             peaks[name].append(peak)
             outputs[name] = text
     ref_reused, ref_input = map(int, outputs["reference"].split())
@@ -188,20 +193,22 @@ def bench(label: str, trace: Path, capacity: str, runs: int, reference: Path) ->
     print(f"\n== {label}: {trace.name}: {stats['requests']:,} requests, {stats['total_blocks']:,} block accesses, "
           f"{stats['distinct_blocks']:,} distinct blocks; single capacity {capacity}; curve of "
           f"{len(curve['results'])} capacities")
-    print(f"  {'command':10s} {'median s':>9s} {'peak RSS MB':>12s}   runs [s]")
+    print(f"  {'command':10s} {'median s':>9s} {'cpu s':>7s} {'peak RSS MB':>12s}   runs [s]")
     for name in cmds:
-        print(f"  {name:10s} {statistics.median(times[name]):9.3f} {statistics.median(peaks[name]) / 1e6:12.1f}   "
-              + ", ".join(f"{t:.2f}" for t in times[name]))
+        print(f"  {name:10s} {statistics.median(times[name]):9.3f} {statistics.median(cpus[name]):7.3f} "
+              f"{statistics.median(peaks[name]) / 1e6:12.1f}   " + ", ".join(f"{t:.2f}" for t in times[name]))
 
     def ratio(a: str, b: str, what: dict) -> float:
         return statistics.median(x / y for x, y in zip(what[a], what[b]))
 
-    r = {"single_time": ratio("single", "reference", times), "single_memory": ratio("single", "reference", peaks),
-         "curve_time": ratio("curve", "single", times), "infinite_time": ratio("infinite", "reference", times),
+    r = {"single_time": ratio("single", "reference", times), "single_cpu": ratio("single", "reference", cpus),
+         "single_memory": ratio("single", "reference", peaks), "curve_time": ratio("curve", "single", times),
+         "curve_cpu": ratio("curve", "single", cpus), "infinite_time": ratio("infinite", "reference", times),
          "infinite_memory": ratio("infinite", "reference", peaks)}
-    print(f"  single / reference: time {r['single_time']:.2f}x (target <= 1.0x), peak memory "
-          f"{r['single_memory']:.2f}x (target <= 2x)")
-    print(f"  curve ({len(curve['results'])} capacities) / single: time {r['curve_time']:.2f}x (target <= 1.1x)")
+    print(f"  single / reference: time {r['single_time']:.2f}x (cpu {r['single_cpu']:.2f}x; target <= 1.0x), peak "
+          f"memory {r['single_memory']:.2f}x (target <= 2x)")
+    print(f"  curve ({len(curve['results'])} capacities) / single: time {r['curve_time']:.2f}x (cpu "
+          f"{r['curve_cpu']:.2f}x; target <= 1.1x)")
     print(f"  infinite / reference: time {r['infinite_time']:.2f}x, peak memory {r['infinite_memory']:.2f}x")
     print(f"  results identical to the reference: {'yes' if same else 'NO'} (reused {single['reused_tokens']:,} of "
           f"{single['input_tokens']:,} input tokens = {100 * single['token_hit_rate']:.1f}%; infinite "
@@ -211,7 +218,7 @@ def bench(label: str, trace: Path, capacity: str, runs: int, reference: Path) ->
 
 def readme_figures(trace: Path) -> None:
     """The README's Mooncake figures, from the CLI."""
-    _, _, text = run("module", "kvcalc", ["trace", str(trace), "--capacity", "3m,10m,inf", "--format", "json"])
+    _, _, _, text = run("module", "kvcalc", ["trace", str(trace), "--capacity", "3m,10m,inf", "--format", "json"])
     rates = [round(100 * r["token_hit_rate"], 1) for r in json.loads(text)["results"]]
     ok = rates == [31.5, 57.7, 65.1]
     print(f"  README figures 3m / 10m / inf: {rates[0]}% / {rates[1]}% / {rates[2]}% "

@@ -1,8 +1,9 @@
 """Everything about a trace in one streaming pass: its statistics and one replay result per capacity.
 
-One trace engine: every LRU figure (one capacity, several, the curve, the infinite cache, distinct blocks) is
-read off the stack-depth profile of :mod:`kvcalc.trace.lru_curve`; FIFO, which has no inclusion property,
-replays each capacity directly (:class:`kvcalc.trace.replay.CacheSimulator`).
+Several LRU capacities, the curve and per-request depths are read off the stack-depth profile of
+:mod:`kvcalc.trace.lru_curve` (numpy; every capacity in one pass). One LRU capacity (or none, or only the
+infinite one) and FIFO, which has no inclusion property, are replayed directly by :mod:`kvcalc.trace.lean`
+(pure Python, memory for the cache and the blocks seen only). Both give identical results.
 
 This module computes; it never prints.
 """
@@ -12,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvcalc.out.errors import InputError
-from kvcalc.trace.lru_curve import DepthChunk, LruProfile, LruStackEngine
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, check_block_tokens, read_trace
-from kvcalc.trace.replay import CacheSimulator, ReplayResult, capacity_blocks_for, check_policy
+from kvcalc.trace.replay import ReplayResult, capacity_blocks_for, check_policy
 from kvcalc.trace.stats import StatsAccumulator, TraceStats
+
+if TYPE_CHECKING:
+    from kvcalc.trace.lru_curve import DepthChunk, LruProfile
 
 
 @dataclass(frozen=True)
@@ -36,32 +40,32 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
                   sink: Callable[[DepthChunk], None] | None = None) -> TraceAnalysis:
     """Statistics plus one result per capacity [tokens] (None = infinite), in one streaming pass.
 
-    LRU results come from the stack-depth profile (one pass answers every capacity); FIFO replays one
-    OrderedDict per capacity beside it. ``keep_profile`` returns the :class:`LruProfile`, which answers
-    capacities chosen after the pass (e.g. a grid up to the working set). ``sink`` receives the engine's
-    per-request depths chunk by chunk (:class:`DepthChunk`).
+    Several LRU capacities come from the stack-depth profile (one pass answers every capacity);
+    ``keep_profile`` returns that :class:`LruProfile`, which answers capacities chosen after the pass (e.g. a
+    grid up to the working set), and ``sink`` receives the engine's per-request depths chunk by chunk
+    (:class:`DepthChunk`). Without those, FIFO and at most one finite LRU capacity are replayed directly
+    (:func:`kvcalc.trace.lean.lean_analysis`: no numpy, memory for the cache only).
     """
     check_policy(policy)
     check_block_tokens(block_tokens)
-    if keep_profile and policy != "lru":
+    if (keep_profile or sink is not None) and policy != "lru":
         raise InputError(f"policy: the one-pass capacity profile exists for lru only, not {policy!r}")
     for capacity in capacities_tokens:
         capacity_blocks_for(capacity, block_tokens)
+    from kvcalc.trace.lean import answers_lean, lean_analysis
+
+    if not keep_profile and sink is None and answers_lean(capacities_tokens, policy):
+        return lean_analysis(path, capacities_tokens, block_tokens, policy, skip_bad)
+    from kvcalc.trace.lru_curve import LruStackEngine
+
     reader = read_trace(path, block_tokens, skip_bad)
     stats = StatsAccumulator(block_tokens)
     engine = LruStackEngine(block_tokens, sink=sink)
-    sims = [CacheSimulator(c, block_tokens, policy) for c in capacities_tokens] if policy != "lru" else []
     for records, _ in reader.batches():
         stats.add_records(records)
         engine.add_records(records)
-        for sim in sims:
-            for r in records:
-                sim.add(r.hash_ids, r.input_length)
     skipped = reader.skipped_lines
     profile = engine.finish(skipped)
-    if sims:
-        results = tuple(sim.finish(skipped) for sim in sims)
-    else:
-        results = tuple(profile.at(c) for c in capacities_tokens)
-    return TraceAnalysis(stats=stats.finish(skipped, profile), results=results,
+    return TraceAnalysis(stats=stats.finish(skipped, profile.at(None)),
+                         results=tuple(profile.at(c) for c in capacities_tokens),
                          profile=profile if keep_profile else None, first_problem=reader.first_problem)

@@ -207,6 +207,12 @@ class TraceReader:
         one msgspec call; any other piece is read again line by line, which names or skips the bad lines.
         Nothing is kept between pieces: memory is one piece, whatever the trace's length.
         """
+        for records, numbers, _ in self.signed_batches():
+            yield records, numbers
+
+    def signed_batches(self) -> Iterator[tuple[list, Sequence[int], bool]]:
+        """:meth:`batches` with a third item: False when the records' text holds no ``-`` at all, so that no
+        number in them (no hash id) is negative (a byte search of the piece, far cheaper than reading the ids)."""
         self.requests = self.skipped_lines = 0
         self.first_problem = None
         decoder, errors = _decoder()
@@ -214,14 +220,15 @@ class TraceReader:
         with self._open() as handle:
             for piece in _pieces(handle):
                 n_lines = piece.count(b"\n") + 1
+                signed = b"-" in piece
                 records = self._whole_piece(piece, n_lines, decoder, errors)
                 if records is not None:
                     self.requests += len(records)
-                    yield records, range(lines_before + 1, lines_before + 1 + n_lines)
+                    yield records, range(lines_before + 1, lines_before + 1 + n_lines), signed
                 else:  # one line at a time: the good lines before a bad one are delivered before it raises
                     for line_number, rec in self._line_by_line(piece, lines_before, decoder, errors):
                         self.requests += 1
-                        yield [rec], (line_number,)
+                        yield [rec], (line_number,), signed
                 lines_before += n_lines
         if self.requests == 0:
             skipped = f" ({self.skipped_lines} bad lines skipped)" if self.skipped_lines else ""

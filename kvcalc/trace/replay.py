@@ -18,8 +18,10 @@ Replay semantics (block granularity, ``B = block_tokens``; a capacity of ``C`` t
    ``block_hit_rate = hit_blocks / total_blocks``, ``peak_cached_blocks`` = the largest number of blocks the
    cache held after any request.
 
-LRU answers come from one engine, the stack-depth profile of :mod:`kvcalc.trace.lru_curve` (every capacity
-at once, in one pass); :class:`CacheSimulator` replays FIFO directly and is the tests' LRU reference.
+Several LRU capacities come from the stack-depth profile of :mod:`kvcalc.trace.lru_curve` (every capacity
+at once, in one pass, numpy); one LRU capacity, the infinite cache and FIFO from the direct replay of
+:mod:`kvcalc.trace.lean` (pure Python, no numpy). :class:`CacheSimulator` replays FIFO directly and is the tests'
+LRU reference.
 
 This module computes; it never prints.
 """
@@ -28,11 +30,10 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from numbers import Integral
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 from kvcalc.out.errors import InputError
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens
@@ -85,7 +86,7 @@ def capacity_blocks_for(capacity_tokens: int | None, block_tokens: int) -> int |
     check_block_tokens(block_tokens)
     if capacity_tokens is None:
         return None
-    if isinstance(capacity_tokens, bool) or not isinstance(capacity_tokens, (int, np.integer)):
+    if isinstance(capacity_tokens, bool) or not isinstance(capacity_tokens, Integral):
         raise InputError(f"cache capacity: {capacity_tokens!r} is not a whole number of tokens")
     if capacity_tokens < 0:
         raise InputError(f"cache capacity: must be >= 0 tokens, got {capacity_tokens}")
@@ -103,8 +104,10 @@ def capacity_grid(max_capacity_tokens: int, points: int = 20, block_tokens: int 
     max_blocks = max(1, int(max_capacity_tokens) // block_tokens)
     if points == 1:
         return [max_blocks * block_tokens]
-    blocks = np.unique(np.rint(np.geomspace(1, max_blocks, points)).astype(np.int64))
-    return [int(b) * block_tokens for b in blocks]
+    import numpy as np  # lazily: the single-capacity replay runs without numpy
+
+    blocks = np.rint(np.geomspace(1, max_blocks, points)).astype(np.int64).tolist()  # ascending
+    return [b * block_tokens for b in sorted(set(blocks))]
 
 
 def check_policy(policy: str) -> None:

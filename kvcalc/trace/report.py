@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from kvcalc.model import attention as att
 from kvcalc.model.schema import ModelPreset
@@ -27,10 +27,12 @@ from kvcalc.out.errors import InputError
 from kvcalc.out.results import Column, Result, Table
 from kvcalc.out.units import fmt_bytes_exact, fmt_count, fmt_percent, parse_bytes, parse_token_capacity
 from kvcalc.trace.analysis import analyze_trace
-from kvcalc.trace.lru_curve import LruProfile
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS
 from kvcalc.trace.replay import POLICIES, ReplayResult, capacity_grid, capacity_tokens_from_bytes
 from kvcalc.trace.stats import TraceStats
+
+if TYPE_CHECKING:
+    from kvcalc.trace.lru_curve import LruProfile
 
 DEFAULT_CAPACITIES = "3m,10m,20m,inf"
 DEFAULT_CURVE_POINTS = 20

@@ -1,5 +1,8 @@
 """Whole-trace statistics in one streaming pass: request counts, length distributions, the trace's duration,
-and, from the LRU stack engine's profile, distinct blocks and the hit rate of an infinite cache.
+and, from the replay's infinite cache, distinct blocks and the hit rate of an infinite cache.
+
+Pure Python (no numpy): the lean single-capacity replay (:mod:`kvcalc.trace.lean`) uses it without importing
+numpy. Percentiles are numpy's default (``np.percentile``, method "linear") computed exactly the same way.
 
 This module computes; it never prints.
 """
@@ -7,16 +10,19 @@ This module computes; it never prints.
 from __future__ import annotations
 
 import math
-from array import array
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from kvcalc.out.units import ms_to_s
-from kvcalc.trace.lru_curve import LruProfile, LruStackEngine
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens
+
+if TYPE_CHECKING:
+    from kvcalc.trace.replay import ReplayResult
+
+PERCENTILES = (50, 90, 99)  # the p50 / p90 / p99 of LengthStats [percent]
 
 
 @dataclass(frozen=True)
@@ -49,23 +55,26 @@ class TraceStats:
 
 
 class StatsAccumulator:
-    """Trace statistics, one request at a time: lengths (8 bytes each, for exact percentiles) and the time span.
+    """Trace statistics, one request at a time: a count per distinct length (exact percentiles, memory bounded by
+    the distinct lengths rather than the requests) and the time span.
 
-    Block figures (distinct blocks, the infinite cache's reuse) come from the LRU stack engine's profile: the
-    profile at an infinite capacity is the infinite cache, and its histogram ends at the distinct blocks.
+    Block figures (distinct blocks, the infinite cache's reuse) come from the replay: the LRU stack engine's
+    profile at an infinite capacity, or the lean replay's record of the blocks seen.
     """
 
     def __init__(self, block_tokens: int):
         self.block_tokens = block_tokens
-        self.input_lengths = array("q")
-        self.output_lengths = array("q")
+        self.requests = 0
+        self.input_counts: Counter = Counter()  # {input length [tokens]: requests}
+        self.output_counts: Counter = Counter()  # {output length [tokens]: requests}
         self.first_ms = math.inf
         self.last_ms = -math.inf
 
     def add(self, timestamp_ms: float, input_length: int, output_length: int) -> None:
         """Account one request (timestamp [ms], lengths [tokens])."""
-        self.input_lengths.append(input_length)
-        self.output_lengths.append(output_length)
+        self.requests += 1
+        self.input_counts[input_length] += 1
+        self.output_counts[output_length] += 1
         if timestamp_ms < self.first_ms:
             self.first_ms = timestamp_ms
         if timestamp_ms > self.last_ms:
@@ -73,43 +82,87 @@ class StatsAccumulator:
 
     def add_records(self, records: Sequence) -> None:
         """Account requests given as records with ``timestamp`` [ms], ``input_length``, ``output_length``."""
-        self.input_lengths.extend([r.input_length for r in records])
-        self.output_lengths.extend([r.output_length for r in records])
+        self.requests += len(records)
+        self.input_counts.update([r.input_length for r in records])
+        self.output_counts.update([r.output_length for r in records])
         timestamps = [r.timestamp for r in records]
         self.first_ms = min(self.first_ms, min(timestamps))
         self.last_ms = max(self.last_ms, max(timestamps))
 
-    def finish(self, skipped_lines: int, profile: LruProfile) -> TraceStats:
-        """The statistics of everything added; block figures from ``profile`` (the same requests)."""
-        requests = len(self.input_lengths)
-        infinite = profile.at(None)
+    def finish(self, skipped_lines: int, infinite: ReplayResult) -> TraceStats:
+        """The statistics of everything added; block figures from ``infinite``, the same requests replayed
+        through an infinite cache (its peak cached blocks are the distinct blocks)."""
+        requests = self.requests
         return TraceStats(
             block_tokens=self.block_tokens,
             requests=requests,
             skipped_lines=skipped_lines,
             duration_s=ms_to_s(self.last_ms - self.first_ms) if requests else 0.0,
-            input=_length_stats(self.input_lengths),
-            output=_length_stats(self.output_lengths),
-            total_blocks=profile.total_blocks,
-            distinct_blocks=profile.distinct_blocks,
+            input=length_stats(self.input_counts),
+            output=length_stats(self.output_counts),
+            total_blocks=infinite.total_blocks,
+            distinct_blocks=infinite.peak_cached_blocks,
             max_reused_tokens=infinite.reused_tokens,
             max_token_hit_rate=infinite.token_hit_rate,
             max_block_hit_rate=infinite.block_hit_rate,
         )
 
 
-def _length_stats(lengths: array) -> LengthStats:
-    """Total (an exact integer), mean, p50/p90/p99 and max of per-request lengths [tokens]."""
-    values = np.frombuffer(lengths, dtype=np.int64) if len(lengths) else np.zeros(1, np.int64)
-    p50, p90, p99 = np.percentile(values, [50, 90, 99])
-    total = sum(lengths)  # Python integers: never wraps (two lengths of 2^63 - 1 make 2^64 - 2)
+def percentiles(counts: Counter, percents: Sequence[float] = PERCENTILES) -> list[float]:
+    """``np.percentile(values, percents)`` (method "linear") of integers given as ``{value: count}``, in pure
+    Python, bit for bit.
+
+    Sorted values ``x``, ``n`` of them: the virtual index ``v = (n - 1) * p / 100``, ``i = floor(v)``,
+    ``t = v - i``; the result is ``x[i] + (x[i+1] - x[i]) * t``, or ``x[i+1] - (x[i+1] - x[i]) * (1 - t)`` when
+    ``t >= 0.5`` (numpy's ``_lerp``, in float64 as numpy does it); ``v >= n - 1`` gives ``x[n-1]``. No values
+    give 0.0 for every percentile.
+    """
+    n = sum(counts.values())
+    if not n:
+        return [0.0 for _ in percents]
+    wanted = []
+    for p in percents:
+        v = (n - 1) * (p / 100)
+        i = n - 1 if v >= n - 1 else math.floor(v)
+        wanted.append((i, min(i + 1, n - 1), v - i))
+    at = _order_statistics(counts, sorted({k for i, j, _ in wanted for k in (i, j)}))
+    out = []
+    for i, j, t in wanted:
+        a, b = at[i], at[j]
+        d = float(b - a)
+        out.append(float(b) - d * (1 - t) if t >= 0.5 else float(a) + d * t)
+    return out
+
+
+def _order_statistics(counts: Counter, ranks: list[int]) -> dict[int, int]:
+    """{rank: the value at that 0-based rank of the sorted multiset ``counts``} for ascending ``ranks``."""
+    out = {}
+    ranks_left = iter(ranks)
+    rank = next(ranks_left, None)
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        while rank is not None and rank < seen:
+            out[rank] = value
+            rank = next(ranks_left, None)
+        if rank is None:
+            break
+    return out
+
+
+def length_stats(counts: Counter) -> LengthStats:
+    """Total (an exact integer), mean, p50/p90/p99 and max of per-request lengths [tokens] given as
+    ``{length: requests}``."""
+    p50, p90, p99 = percentiles(counts)
+    total = sum(value * count for value, count in counts.items())  # Python integers: never wraps
+    n = sum(counts.values())
     return LengthStats(
         total_tokens=total,
-        mean_tokens=total / len(lengths) if len(lengths) else 0.0,
-        p50_tokens=float(p50),
-        p90_tokens=float(p90),
-        p99_tokens=float(p99),
-        max_tokens=int(values.max()),
+        mean_tokens=total / n if n else 0.0,
+        p50_tokens=p50,
+        p90_tokens=p90,
+        p99_tokens=p99,
+        max_tokens=max(counts, default=0),
     )
 
 
@@ -117,12 +170,14 @@ def stats_of_requests(requests: Iterable[TraceRequest], block_tokens: int = DEFA
                       skipped_lines: int = 0) -> TraceStats:
     """Statistics of in-memory requests (hash_ids must already fit ``block_tokens``)."""
     check_block_tokens(block_tokens)
+    from kvcalc.trace.lru_curve import LruStackEngine
+
     acc = StatsAccumulator(block_tokens)
     engine = LruStackEngine(block_tokens)
     for request in requests:
         acc.add(request.timestamp_ms, request.input_length, request.output_length)
         engine.add(request.hash_ids, request.input_length)
-    return acc.finish(skipped_lines, engine.finish(skipped_lines))
+    return acc.finish(skipped_lines, engine.finish(skipped_lines).at(None))
 
 
 def trace_stats(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False) -> TraceStats:

@@ -1,0 +1,241 @@
+"""The lean replay: one LRU capacity (and FIFO) simulated directly, in pure Python, with memory for what it holds.
+
+The stack-depth engine (:mod:`kvcalc.trace.lru_curve`) answers every LRU capacity at once, but it keeps numpy
+arrays of every distinct block; a question about one capacity needs only the cache itself. This module replays
+the trace through
+
+- at most one finite LRU cache: an ``OrderedDict`` of at most ``floor(capacity / B)`` block ids (as a direct
+  replay does), or any number of FIFO caches (:class:`kvcalc.trace.replay.CacheSimulator`);
+- the blocks seen so far (:class:`SeenBlocks`): an infinite cache holds exactly the blocks seen before, so it
+  gives the infinite capacity's result (LRU and FIFO alike), the trace's distinct blocks and its maximum hit
+  rate, as the stack-depth profile at an infinite capacity does.
+
+Semantics are those of :mod:`kvcalc.trace.replay`; results equal the stack-depth engine's exactly (tests compare
+them on random traces). Neither numpy nor pydantic is imported: the process stays a few MB above the
+interpreter and the CLI, whatever the trace's length. :func:`answers_lean` says which questions come here
+(:func:`kvcalc.trace.analysis.analyze_trace` dispatches).
+
+This module computes; it never prints.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, defaultdict
+from collections.abc import Sequence
+from itertools import chain, compress
+from pathlib import Path
+
+from kvcalc.out.errors import InputError
+from kvcalc.trace.analysis import TraceAnalysis
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, read_trace
+from kvcalc.trace.replay import CacheSimulator, capacity_blocks_for, replay_result
+from kvcalc.trace.stats import StatsAccumulator
+
+WIDE_TABLE_BYTES = 1 << 20  # ids below this have a byte each in the table of seen blocks [B]: the fastest form
+TABLE_BYTES_PER_BLOCK = 4  # beyond, one bit per id while the table stays within max(WIDE_TABLE_BYTES, 4 B per
+# (possibly) distinct block) [B], i.e. ids up to 32x the distinct blocks; else a dict (~100 B per block)
+
+
+def answers_lean(capacities_tokens: Sequence[int | None], policy: str) -> bool:
+    """True when the lean replay answers: FIFO (one direct cache per capacity anyway), or LRU with at most one
+    distinct finite capacity (and any number of infinite ones); several LRU capacities take the stack engine."""
+    return policy == "fifo" or len({c for c in capacities_tokens if c is not None}) <= 1
+
+
+class SeenBlocks:
+    """The block ids seen so far, with memory bounded by the distinct blocks (never by the trace's length).
+
+    Three forms, from the fastest: while every id is a non-negative integer below ``WIDE_TABLE_BYTES``,
+    ``table`` is a ``bytearray`` with a byte per id (``wide``: ``table[h]`` is 1 once ``h`` was seen); beyond,
+    a ``bytearray`` with a bit per id (not ``wide``: bit ``h & 7`` of ``table[h >> 3]``; Mooncake's dense ids
+    cost 1/8 B per block) while it stays within ``max(WIDE_TABLE_BYTES, TABLE_BYTES_PER_BLOCK x distinct
+    blocks)``; otherwise (or for a negative id, :meth:`check_signs`) a ``defaultdict(int)`` of the ids, read and
+    marked as the wide table (reading an unseen id inserts a 0; the replay marks every id of a request, so
+    after a request every entry is 1). Reading an id beyond a bytearray raises IndexError (never seen); marking
+    one calls :meth:`grow`, which returns the table and form to use from then on.
+    """
+
+    def __init__(self) -> None:
+        self.table: bytearray | defaultdict = bytearray()
+        self.wide = True  # a byte (or a dict entry) per id; False: a bit per id
+
+    def check_signs(self, records: Sequence) -> None:
+        """Before reading ``records`` whose text holds a ``-``: a negative id turns the table into a dict (a
+        bytearray would read it from its end)."""
+        if type(self.table) is bytearray:
+            ids = [r.hash_ids for r in records if r.hash_ids]
+            if ids and min(map(min, ids)) < 0:
+                self._to_dict()
+
+    def grow(self, h: int) -> tuple[bytearray | defaultdict, bool]:
+        """Mark id ``h``, beyond the bytearray; return (table, wide): grown, a bit per id, or a dict."""
+        table = self.table
+        if self.wide and 0 <= h < WIDE_TABLE_BYTES:
+            _extend(table, h + 1, WIDE_TABLE_BYTES)
+            table[h] = 1
+            return table, True
+        allowed = max(WIDE_TABLE_BYTES, TABLE_BYTES_PER_BLOCK * (self.count() + 1))
+        if not 0 <= h < 8 * allowed:
+            self._to_dict()[h] = 1
+        else:
+            if self.wide:
+                table = self.table = _bits_of(table)
+                self.wide = False
+            _extend(table, (h >> 3) + 1, allowed)
+            table[h >> 3] |= 1 << (h & 7)
+        return self.table, self.wide
+
+    def _ids(self) -> list[int]:
+        """The ids seen, from a bytearray (either form)."""
+        table = self.table
+        if self.wide:
+            return list(compress(range(len(table)), table))
+        return [8 * i + k for i in compress(range(len(table)), table) for k in range(8) if table[i] >> k & 1]
+
+    def _to_dict(self) -> defaultdict:
+        seen: defaultdict = defaultdict(int)
+        seen.update(dict.fromkeys(self._ids(), 1))
+        self.table, self.wide = seen, True
+        return seen
+
+    def count(self) -> int:
+        """Distinct ids seen [blocks]."""
+        table = self.table
+        if type(table) is not bytearray:
+            return sum(table.values())
+        return table.count(1) if self.wide else int.from_bytes(table, "little").bit_count()
+
+
+def _extend(table: bytearray, need: int, allowed: int) -> None:
+    """Grow ``table`` with zeros to at least ``need`` bytes: by a quarter at least, 64 KiB at least, within
+    ``allowed`` (``need <= allowed``)."""
+    table.extend(bytes(min(max(need, len(table) + (len(table) >> 2), 1 << 16), allowed) - len(table)))
+
+
+def _bits_of(wide: bytearray, piece: int = 1 << 16) -> bytearray:
+    """A bit per id (bit ``h & 7`` of byte ``h >> 3``) from a byte per id (0 or 1), ``piece`` bytes at a time
+    (a multiple of 8; the copies stay small), in C-speed integer steps: the bytes ``k, k + 8, ...`` of a piece
+    (``[k::8]``) read as a little-endian integer put id ``8j + k`` at bit ``8j``, shifted by ``k``."""
+    out = bytearray()
+    for start in range(0, len(wide), piece):
+        part = bytes(wide[start:start + piece])
+        n = -(-len(part) // 8)
+        part += bytes(8 * n - len(part))
+        bits = 0
+        for k in range(8):
+            bits |= int.from_bytes(part[k::8], "little") << k
+        out += bits.to_bytes(n, "little")
+    return out
+
+
+def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenBlocks,
+            block_tokens: int) -> tuple[int, ...]:
+    """One LRU cache with ``room`` free blocks (``cache`` None: none) and the seen blocks, through ``records``
+    (both updated in place).
+
+    Returns (room left, hit blocks, reused tokens, infinite-cache hit blocks, infinite-cache reused tokens,
+    blocks, input tokens). A request's leading cached blocks are refreshed as they are counted (no block is
+    inserted or evicted before its first miss, so the run is the one of the cache before the request). The
+    infinite cache's run goes on from there while the blocks were seen; a block found in the LRU cache was
+    seen, so only the others are marked. A full cache (no room) evicts its oldest block per insertion.
+    """
+    table, wide = seen.table, seen.wide
+    hits = reused = inf_hits = inf_reused = total = inputs = 0
+    if cache is not None:
+        move = cache.move_to_end
+        evict = cache.popitem
+    for r in records:
+        ids = r.hash_ids
+        length = r.input_length
+        n = len(ids)
+        hit = 0
+        rest = iter(ids)
+        if cache is not None:
+            for h in rest:
+                if h in cache:
+                    move(h)
+                    hit += 1
+                else:
+                    rest = chain((h,), rest)
+                    break
+        inf = hit
+        try:
+            if wide:
+                while inf < n and table[ids[inf]]:
+                    inf += 1
+            else:
+                while inf < n and table[ids[inf] >> 3] >> (ids[inf] & 7) & 1:
+                    inf += 1
+        except IndexError:  # beyond the bytearray: never seen
+            pass
+        for h in rest:
+            if cache is not None:
+                if h in cache:
+                    move(h)
+                    continue
+                cache[h] = None
+                if room:
+                    room -= 1
+                else:
+                    evict(False)
+            try:
+                if wide:
+                    table[h] = 1
+                else:
+                    table[h >> 3] |= 1 << (h & 7)
+            except IndexError:
+                table, wide = seen.grow(h)
+        hits += hit
+        reused += min(hit * block_tokens, length)
+        inf_hits += inf
+        inf_reused += min(inf * block_tokens, length)
+        total += n
+        inputs += length
+    return room, hits, reused, inf_hits, inf_reused, total, inputs
+
+
+def lean_analysis(path: str | Path, capacities_tokens: Sequence[int | None],
+                  block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru",
+                  skip_bad: bool = False) -> TraceAnalysis:
+    """Statistics plus one result per capacity [tokens] (None = infinite), in one streaming pass, without numpy.
+
+    Only for the questions of :func:`answers_lean`; :func:`kvcalc.trace.analysis.analyze_trace` dispatches
+    here and validates the arguments first.
+    """
+    if not answers_lean(capacities_tokens, policy):
+        raise InputError("lean replay: one LRU capacity at most (several take the stack-depth engine)")
+    finite = sorted({c for c in capacities_tokens if c is not None})
+    lru_tokens = finite[0] if policy == "lru" and finite else None
+    cache = OrderedDict() if lru_tokens is not None else None
+    limit = capacity_blocks_for(lru_tokens, block_tokens) if lru_tokens is not None else 0
+    room = limit
+    sims = {c: CacheSimulator(c, block_tokens, policy) for c in finite} if policy == "fifo" else {}
+    reader = read_trace(path, block_tokens, skip_bad)
+    stats = StatsAccumulator(block_tokens)
+    seen = SeenBlocks()
+    counts = [0] * 6  # hit blocks, reused tokens (the LRU cache); the same for the infinite one; blocks; inputs
+    for records, _, signed in reader.signed_batches():
+        stats.add_records(records)
+        if signed:
+            seen.check_signs(records)
+        room, *batch = _replay(records, cache, room, seen, block_tokens)
+        counts = [a + b for a, b in zip(counts, batch)]
+        for sim in sims.values():
+            for r in records:
+                sim.add(r.hash_ids, r.input_length)
+    hits, reused, inf_hits, inf_reused, total, inputs = counts
+    skipped = reader.skipped_lines
+    requests = reader.requests
+    infinite = replay_result(policy, block_tokens, None, None, requests, skipped, inputs, inf_reused, total,
+                             inf_hits, seen.count())
+    results = []
+    for c in capacities_tokens:
+        if c is None:
+            results.append(infinite)
+        elif policy == "fifo":
+            results.append(sims[c].finish(skipped))
+        else:
+            results.append(replay_result("lru", block_tokens, c, limit, requests, skipped, inputs, reused, total,
+                                         hits, len(cache)))
+    return TraceAnalysis(stats=stats.finish(skipped, infinite), results=tuple(results),
+                         first_problem=reader.first_problem)
