@@ -84,6 +84,15 @@ def check_tier_blocks(capacity_blocks: Sequence[Optional[int]]) -> None:
             raise InputError(f"tier capacity: must be a whole number of blocks >= 0, got {c!r}")
 
 
+def tier_upper_bounds(capacity_blocks: Sequence[Optional[int]]) -> np.ndarray:
+    """``U_i = c_0 + ... + c_i`` [blocks], int64: tier ``i`` holds the stack depths ``U_{i-1} < d <= U_i``.
+
+    An infinite (None) or huge capacity is capped just below the engine's never-seen depth.
+    """
+    caps = [_BIG_DEPTH - 1 if c is None else min(int(c), _BIG_DEPTH - 1) for c in capacity_blocks]
+    return np.minimum(np.cumsum(np.array(caps, np.int64)), _BIG_DEPTH - 1)
+
+
 def own_depths_in_bins(prefix_max: np.ndarray, prev: np.ndarray, q: np.ndarray, req: np.ndarray,
                        starts: np.ndarray, known: int, bounds: np.ndarray) -> np.ndarray:
     """Per access of a chunk: a depth [blocks] in the same bin of sorted ``bounds`` as the block's own depth.
@@ -135,8 +144,7 @@ class TieredLruEngine(LruStackEngine):
         check_tier_blocks(capacity_blocks)
         self.capacity_blocks = tuple(None if c is None else int(c) for c in capacity_blocks)
         n = len(self.capacity_blocks)
-        caps = [_BIG_DEPTH - 1 if c is None else min(c, _BIG_DEPTH - 1) for c in self.capacity_blocks]
-        self._upper = np.minimum(np.cumsum(np.array(caps, np.int64)), _BIG_DEPTH - 1)  # U_i [blocks]
+        self._upper = tier_upper_bounds(self.capacity_blocks)  # U_i [blocks]
         self._tier_blocks = np.zeros(n, np.int64)
         self._tier_tokens = np.zeros(n, np.int64)
         self._tier_requests = np.zeros(n, np.int64)
@@ -223,11 +231,20 @@ def tiered_profile(path: str | Path, capacity_blocks: Sequence[Optional[int]], n
     lines read, rounded down to a multiple of it).
     """
     engine = TieredLruEngine(block_tokens, capacity_blocks, keep_requests=keep_requests)
-    reader = read_trace(path, block_tokens, skip_bad)
+    skipped = feed_trace(engine, path, skip_bad, progress)
+    return engine.finish_tiers(names[:len(capacity_blocks)], skipped)
+
+
+def feed_trace(engine: LruStackEngine, path: str | Path, skip_bad: bool = False,
+               progress: Optional[Callable[[int], None]] = None) -> int:
+    """Stream a trace file into an engine, calling ``progress(requests read)`` about every
+    :data:`PROGRESS_EVERY` requests (per batch of lines, rounded down to a multiple of it); returns the
+    skipped lines."""
+    reader = read_trace(path, engine.block_tokens, skip_bad)
     reported = 0
     for records, _ in reader.batches():
         engine.add_records(records)
         if progress is not None and engine.requests - reported >= PROGRESS_EVERY:
             reported = engine.requests - engine.requests % PROGRESS_EVERY
             progress(reported)
-    return engine.finish_tiers(names[:len(capacity_blocks)], reader.skipped_lines)
+    return reader.skipped_lines
