@@ -85,9 +85,12 @@ class TierCurveEngine(LruStackEngine):
         u_bin = np.searchsorted(self._u_edges, prefix_max[hit], side="left")
         v_bin = np.searchsorted(self._v_edges, own[hit], side="left")
         tokens = np.minimum(self.block_tokens, inputs[req[hit]] - pos[hit] * self.block_tokens)
-        cells, inverse = np.unique((req[hit] * n_u + u_bin) * n_v + v_bin, return_inverse=True)
-        cell_blocks = np.bincount(inverse)
-        cell_tokens = np.rint(np.bincount(inverse, weights=tokens)).astype(np.int64)
+        key = (req[hit] * n_u + u_bin) * n_v + v_bin
+        runs = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))  # a request's blocks share few cells,
+        # mostly in runs: sum the runs first, then merge equal cells (np.unique sorts far fewer keys)
+        cells, inverse = np.unique(key[runs], return_inverse=True)
+        cell_blocks = np.bincount(inverse, weights=np.diff(np.append(runs, len(key)))).astype(np.int64)
+        cell_tokens = np.bincount(inverse, weights=np.add.reduceat(tokens, runs)).astype(np.int64)
         cell_req, cell_u, cell_v = cells // (n_u * n_v), cells // n_v % n_u, cells % n_v
         for p, u_max in enumerate(self._u_of_point):
             ok = cell_u <= u_max

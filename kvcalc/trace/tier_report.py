@@ -266,5 +266,8 @@ def tier_curve_result(req: TierRequest, inp: CostInputs, progress=None) -> Resul
               "curve_points": None if req.curve_values else req.curve_points,
               "model": inp.model_name, "hardware": inp.hardware_name, "gpus": inp.gpus, "block_bytes": block,
               "kv_bytes_per_token": per_token_bytes, "prefill_s_per_token": per_token_s, "skip_bad": req.skip_bad}
-    return Result("trace", inputs, main, (extra,), tuple(explain_tiers(tiers, list(configured), block, per_token_s)),
-                  tuple(notes))
+    how = (f"tier curve: {len(values)} points in one pass; each hit block is binned by its request's prefix-max depth "
+           "among the points' summed capacities and by its own depth among every point's tier bounds; a point sums "
+           "the bins within its summed capacity, per tier")
+    return Result("trace", inputs, main, (extra,),
+                  (how, *explain_tiers(tiers, list(configured), block, per_token_s)), tuple(notes))
