@@ -61,8 +61,8 @@ class TierCurveEngine(LruStackEngine):
         self._u_edges = np.unique(upper[:, -1])
         self._u_of_point = np.searchsorted(self._u_edges, upper[:, -1])
         self._v_edges = np.unique(upper[:, :-1])
-        bin_top = np.append(self._v_edges, INF_DEPTH)  # the largest depth of each V bin
-        self._tier_of_bin = np.stack([np.searchsorted(u[:-1], bin_top, side="left") for u in upper])
+        self._bin_top = np.append(self._v_edges, INF_DEPTH)  # the largest depth of each V bin
+        self._inner = upper[:, :-1]  # each point's inner tier bounds: a V bin's tier is searchsorted of its top
         shape = upper.shape
         self._blocks, self._tokens, self._requests = (np.zeros(shape, np.int64) for _ in range(3))
         self._own_depth: Optional[np.ndarray] = None
@@ -92,9 +92,10 @@ class TierCurveEngine(LruStackEngine):
         cell_blocks = np.bincount(inverse, weights=np.diff(np.append(runs, len(key)))).astype(np.int64)
         cell_tokens = np.bincount(inverse, weights=np.add.reduceat(tokens, runs)).astype(np.int64)
         cell_req, cell_u, cell_v = cells // (n_u * n_v), cells // n_v % n_u, cells % n_v
+        cell_top = self._bin_top[cell_v]
         for p, u_max in enumerate(self._u_of_point):
             ok = cell_u <= u_max
-            tier = self._tier_of_bin[p][cell_v[ok]]
+            tier = np.searchsorted(self._inner[p], cell_top[ok], side="left")
             self._blocks[p] += np.bincount(tier, weights=cell_blocks[ok], minlength=n_tier).astype(np.int64)
             self._tokens[p] += np.rint(np.bincount(tier, weights=cell_tokens[ok], minlength=n_tier)).astype(np.int64)
             self._requests[p] += np.bincount(np.unique(cell_req[ok] * n_tier + tier) % n_tier, minlength=n_tier)
