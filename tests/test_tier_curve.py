@@ -133,3 +133,16 @@ def test_api_equals_cli_and_csv(four: str) -> None:
     csv = run_cli("trace", four, "-b", "4", "--tiers", "hbm,dram", "--tier-capacity", "hbm=4,dram=8",
                   "--tier-curve", "dram=0,4", "--format", "csv")
     assert csv.code == 0 and csv.out.count("\n") == 4 and "dram_hit_tokens" in csv.out.splitlines()[0]
+
+
+@settings(max_examples=100, deadline=None)
+@given(prefix_traces(), curve_points(), st.integers(1, 8))
+def test_points_in_small_batches(case, points, batch) -> None:
+    # the per-point sums go a few points x cells at a time; tiny batches split the points of every chunk
+    from unittest import mock
+
+    import kvcalc.trace.tier_curve as tc
+
+    block_tokens, requests, chunk = case
+    with mock.patch.object(tc, "_BATCH_ELEMENTS", batch):
+        _check_points(requests, points, block_tokens, chunk)

@@ -35,6 +35,9 @@ from kvcalc.trace.tiers import (TIER_ORDER, TierHits, check_tier_blocks, feed_tr
                                 tier_upper_bounds)
 
 
+_BATCH_ELEMENTS = 1 << 20  # points x cells per step of a chunk's per-point sums
+
+
 @dataclass(frozen=True)
 class TierCurve:
     """Per-tier hits at every point of a tier curve, and the single-stack profile of the same pass."""
@@ -93,12 +96,26 @@ class TierCurveEngine(LruStackEngine):
         cell_tokens = np.bincount(inverse, weights=np.add.reduceat(tokens, runs)).astype(np.int64)
         cell_req, cell_u, cell_v = cells // (n_u * n_v), cells // n_v % n_u, cells % n_v
         cell_top = self._bin_top[cell_v]
-        for p, u_max in enumerate(self._u_of_point):
-            ok = cell_u <= u_max
-            tier = np.searchsorted(self._inner[p], cell_top[ok], side="left")
-            self._blocks[p] += np.bincount(tier, weights=cell_blocks[ok], minlength=n_tier).astype(np.int64)
-            self._tokens[p] += np.rint(np.bincount(tier, weights=cell_tokens[ok], minlength=n_tier)).astype(np.int64)
-            self._requests[p] += np.bincount(np.unique(cell_req[ok] * n_tier + tier) % n_tier, minlength=n_tier)
+        n_cell, n_req = len(cells), len(inputs)
+        step = max(1, _BATCH_ELEMENTS // n_cell)  # points at a time: (points x cells) arrays stay small
+        for lo in range(0, len(self._u_of_point), step):
+            pts = slice(lo, lo + step)
+            m = len(self._u_of_point[pts])
+            ok = cell_u[None, :] <= self._u_of_point[pts, None]  # [points, cells]: within the summed capacity
+            tier = np.zeros((m, n_cell), np.int64)  # a V bin's tier: the point's inner bounds below its top
+            for bound in self._inner[pts].T:
+                tier += cell_top[None, :] > bound[:, None]
+            point = np.broadcast_to(np.arange(m)[:, None], (m, n_cell))[ok]
+            tier = tier[ok]
+            row = point * n_tier + tier
+            size = m * n_tier
+            self._blocks[pts] += np.bincount(row, weights=np.broadcast_to(cell_blocks, (m, n_cell))[ok],
+                                             minlength=size).astype(np.int64).reshape(m, n_tier)
+            self._tokens[pts] += np.bincount(row, weights=np.broadcast_to(cell_tokens, (m, n_cell))[ok],
+                                             minlength=size).astype(np.int64).reshape(m, n_tier)
+            hit_req = np.zeros(m * n_req * n_tier, bool)  # (point, request, tier) with a hit
+            hit_req[(point * n_req + np.broadcast_to(cell_req, (m, n_cell))[ok]) * n_tier + tier] = True
+            self._requests[pts] += hit_req.reshape(m, n_req, n_tier).sum(axis=1)
 
     def finish_curve(self, names: Sequence[str], skipped_lines: int = 0) -> TierCurve:
         """Per-tier hits at every point, and the single-stack profile of everything added."""
