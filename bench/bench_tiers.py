@@ -1,8 +1,9 @@
-"""Benchmark tiered replays: the one-pass tiered LRU vs a single-capacity replay, and strategy C's event heap.
+"""Benchmark tiered replays: the one-pass tiered LRU and tier curve vs a single-capacity replay, and strategy C.
 
 Run by hand (not by pytest), from anywhere:
 
-    python bench/bench_tiers.py [--trace PATH] [--copies 20] [--repeats 3] [--tiers 4000,6000,10000]
+    python bench/bench_tiers.py [--trace PATH] [--copies 20] [--repeats 5]
+                                [--tiers 4000,6000,10000 --tiers 1000,2000,30000 ...] [--curve-points 20]
 
 The default trace is ../shared/traces/mooncake_synthetic_trace.jsonl relative to the repository root; when it
 is absent the script says so and exits 0. Two traces ``--copies`` times longer are built in a temporary folder:
@@ -10,12 +11,19 @@ is absent the script says so and exits 0. Two traces ``--copies`` times longer a
 ``repeat`` (the same ids again, timestamps offset: the same distinct blocks, ``copies`` x the accesses), so
 memory can be seen to follow distinct blocks, not trace length.
 
-Each measurement runs in its own subprocess (median of ``--repeats`` timed runs, then one untimed run under
-``tracemalloc`` for the peak memory the run allocates). Measured, side by side on the same file:
+1. Ratio table (the issue's must-hold: tiered one-pass <= 1.5x single): for every trace and every tier split
+   (``--tiers``, repeatable; default :data:`DEFAULT_SPLITS`), one subprocess runs ``single`` and ``tiered``
+   alternately ``--repeats`` times (paired, so load on the machine hits both alike) and reports both medians
+   and the median of the per-round ratios.
+2. Cost and memory, first split: each kind in its own subprocess (one warm-up run, the median of ``--repeats``
+   timed runs, then one untimed run under ``tracemalloc`` for the peak memory the run allocates; peak RSS is the
+   whole process). Ratios here are of the best runs (separate processes; the paired table is the must-hold):
 
 - ``single``: ``lru_profile(path).at(summed capacity)``, the one-pass engine at one capacity;
 - ``replay``: ``replay(path, summed capacity)``, the project's single-capacity replay;
 - ``tiered``: ``tiered_profile(path, tier capacities)``, every tier's hits in one pass;
+- ``curve``: ``tier_curve``: the second tier's capacity at 0 and ``--curve-points`` sizes geometric from one
+  block to 4x its size (the ``--tier-curve`` default grid), every point's per-tier hits in one pass;
 - ``C``: strategy C's time-ordered replay (:func:`kvcalc.trace.refcount.replay_pinned`) with the fifo-node timing
   of ``compare --tiers`` (V4 Flash on 8 x H100, the v4-flash-8xh100 scenario), HBM/DRAM/SSD of the given sizes.
 """
@@ -40,6 +48,10 @@ for p in (REPO, REPO / "bench"):
         sys.path.insert(0, str(p))
 
 from bench_trace import build_scaled_trace  # noqa: E402
+
+# tier capacities [blocks]: a mid split, most hits below HBM, a tiny HBM, equal tiers, V4 Flash's HBM (28,964
+# blocks on 8 x H100) with a small DRAM
+DEFAULT_SPLITS = ("4000,6000,10000", "1000,2000,30000", "100,400,20000", "20000,20000,20000", "28964,2000,8000")
 
 
 def _peak_rss_bytes() -> int:
@@ -76,7 +88,27 @@ def _run(kind: str, path: str, caps: list[int]):
         return replay(path, total).reused_tokens, None
     if kind == "tiered":
         return sum(t.hit_tokens for t in tiered_profile(path, caps).tiers), None
+    if kind == "curve":
+        return _run_curve(path, caps)
     return _run_c(path, caps)
+
+
+def _curve_points(caps: list[int], points: int) -> list[list[int]]:
+    from kvcalc.trace.replay import capacity_grid
+    from kvcalc.trace.tier_curve import vary_tier
+
+    k = 1 if len(caps) > 1 else 0
+    grid = capacity_grid(4 * max(caps[k], 1) * 512, points, 512)
+    return vary_tier(caps, k, sorted({0, caps[k], *(t // 512 for t in grid)}))
+
+
+def _run_curve(path: str, caps: list[int]):
+    from kvcalc.trace.tier_curve import tier_curve
+
+    pts = _curve_points(caps, CURVE_POINTS)
+    curve = tier_curve(path, pts)
+    at = pts.index(list(caps))
+    return sum(t.hit_tokens for t in curve.hits[at]), {"points": len(pts)}
 
 
 def _run_c(path: str, caps: list[int]):
@@ -106,8 +138,25 @@ def _run_c(path: str, caps: list[int]):
                  "evicted_blocks": cache.evicted}
 
 
+CURVE_POINTS = 20
+
+
+def _paired(path: str, caps: list[int], repeats: int) -> dict:
+    """single and tiered alternately, ``repeats`` rounds: medians and the median per-round ratio."""
+    _run("single", path, caps)  # warm the file cache and imports
+    single, tiered = [], []
+    for _ in range(repeats):
+        for kind, times in (("single", single), ("tiered", tiered)):
+            t0 = time.perf_counter()
+            _run(kind, path, caps)
+            times.append(time.perf_counter() - t0)
+    return {"single_s": statistics.median(single), "tiered_s": statistics.median(tiered),
+            "ratio": statistics.median(t / s for s, t in zip(single, tiered))}
+
+
 def _child(kind: str, path: str, caps: list[int], repeats: int) -> dict:
     baseline = _peak_rss_bytes()
+    _run(kind, path, caps)  # warm: lazy imports and the file cache
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -123,7 +172,8 @@ def _child(kind: str, path: str, caps: list[int], repeats: int) -> dict:
 
 
 def _measure(kind: str, path: Path, caps: list[int], repeats: int) -> dict:
-    spec = json.dumps({"kind": kind, "path": str(path), "caps": caps, "repeats": repeats})
+    spec = json.dumps({"kind": kind, "path": str(path), "caps": caps, "repeats": repeats,
+                       "curve_points": CURVE_POINTS})
     out = subprocess.run([sys.executable, __file__, "--child", spec], check=True, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -135,41 +185,73 @@ def _bench_one(label: str, path: Path, caps: list[int], repeats: int) -> None:
     s = trace_stats(path)
     print(f"\n== {label}: {path.name}: {s.requests:,} requests, {s.total_blocks:,} block accesses, "
           f"{s.distinct_blocks:,} distinct blocks; tiers {caps} blocks (sum {sum(caps):,})")
-    got = {k: _measure(k, path, caps, repeats) for k in ("single", "replay", "tiered", "C")}
+    got = {k: _measure(k, path, caps, repeats) for k in ("single", "replay", "tiered", "curve", "C")}
     for k, m in got.items():
         extra = "" if not m["extra"] else "  " + ", ".join(f"{a} {b:,}" for a, b in m["extra"].items())
         print(f"  {k:7s} median {m['median_s']:7.3f} s (runs {', '.join(f'{t:.3f}' for t in m['times_s'])})  "
               f"peak RSS {m['peak_rss_bytes'] / 1e6:6.1f} MB (after imports {m['baseline_rss_bytes'] / 1e6:5.1f})  "
               f"tracemalloc peak {m['tracemalloc_peak_bytes'] / 1e6:6.1f} MB  hit tokens {m['hit_tokens']:,}{extra}")
-    assert got["single"]["hit_tokens"] == got["replay"]["hit_tokens"] == got["tiered"]["hit_tokens"]
-    print(f"  tiered / single one-pass: {got['tiered']['median_s'] / got['single']['median_s']:.2f}x;  "
-          f"tiered / replay: {got['tiered']['median_s'] / got['replay']['median_s']:.2f}x;  "
-          f"C / tiered: {got['C']['median_s'] / got['tiered']['median_s']:.2f}x")
+    assert (got["single"]["hit_tokens"] == got["replay"]["hit_tokens"] == got["tiered"]["hit_tokens"]
+            == got["curve"]["hit_tokens"])
+    best = {k: min(m["times_s"]) for k, m in got.items()}  # separate processes: the best run is least disturbed
+    print(f"  best runs: tiered / single one-pass {best['tiered'] / best['single']:.2f}x;  "
+          f"tiered / replay {best['tiered'] / best['replay']:.2f}x;  "
+          f"curve ({got['curve']['extra']['points']} points) / single {best['curve'] / best['single']:.2f}x;  "
+          f"C / tiered {best['C'] / best['tiered']:.2f}x; C {best['C'] / max(1, s.total_blocks) * 1e6:.2f} us "
+          "per block access")
+
+
+def _ratio_table(traces: list[tuple[str, Path]], splits: list[list[int]], repeats: int) -> None:
+    print(f"\n== tiered one-pass vs single capacity (summed), paired medians of {repeats} rounds (must hold: <= 1.5x)")
+    print(f"  {'trace':14s} {'tiers [blocks]':24s} {'single s':>9s} {'tiered s':>9s} {'ratio':>6s}")
+    worst = 0.0
+    for label, path in traces:
+        for caps in splits:
+            spec = json.dumps({"kind": "paired", "path": str(path), "caps": caps, "repeats": repeats})
+            out = subprocess.run([sys.executable, __file__, "--child", spec], check=True, capture_output=True,
+                                 text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+            m = json.loads(out.stdout.strip().splitlines()[-1])
+            worst = max(worst, m["ratio"])
+            print(f"  {label:14s} {','.join(map(str, caps)):24s} {m['single_s']:9.3f} {m['tiered_s']:9.3f} "
+                  f"{m['ratio']:5.2f}x", flush=True)
+    print(f"  worst ratio {worst:.2f}x: {'holds' if worst <= 1.5 else 'DOES NOT hold'} (<= 1.5x)")
 
 
 def main(argv: list[str] | None = None) -> int:
+    global CURVE_POINTS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--copies", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--tiers", default="4000,6000,10000", help="tier capacities [blocks], fastest first")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--tiers", action="append", help="tier capacities [blocks], fastest first; repeatable "
+                        f"(default: {' '.join(DEFAULT_SPLITS)}); the first is used for cost and memory")
+    parser.add_argument("--curve-points", type=int, default=CURVE_POINTS)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         spec = json.loads(args.child)
-        print(json.dumps(_child(spec["kind"], spec["path"], spec["caps"], spec["repeats"])))
+        CURVE_POINTS = spec.get("curve_points", CURVE_POINTS)
+        if spec["kind"] == "paired":
+            print(json.dumps(_paired(spec["path"], spec["caps"], spec["repeats"])))
+        else:
+            print(json.dumps(_child(spec["kind"], spec["path"], spec["caps"], spec["repeats"])))
         return 0
     if not args.trace.is_file():
         print(f"trace not found: {args.trace}; nothing to benchmark")
         return 0
-    caps = [int(c) for c in args.tiers.split(",")]
-    print(f"python {sys.version.split()[0]}; wall-clock medians of {args.repeats} runs, each kind in its own process")
-    _bench_one("1x", args.trace, caps, args.repeats)
+    CURVE_POINTS = args.curve_points
+    splits = [[int(c) for c in text.split(",")] for text in (args.tiers or DEFAULT_SPLITS)]
+    print(f"python {sys.version.split()[0]}; {os.cpu_count()} CPUs; wall-clock medians of {args.repeats} runs, "
+          "each measurement in its own process")
     with tempfile.TemporaryDirectory() as tmp:
+        traces = [("1x", args.trace)]
         for name, build in (("distinct", build_scaled_trace), ("repeat", build_repeated_trace)):
             scaled = Path(tmp) / f"trace_x{args.copies}_{name}.jsonl"
             build(args.trace, args.copies, scaled)
-            _bench_one(f"{args.copies}x {name}", scaled, caps, args.repeats)
+            traces.append((f"{args.copies}x {name}", scaled))
+        _ratio_table(traces, splits, args.repeats)
+        for label, path in traces:
+            _bench_one(label, path, splits[0], args.repeats)
     return 0
 
 

@@ -66,6 +66,8 @@ _API = {
     "tiered_profile": ("kvcalc.trace.tiers", "tiered_profile"),
     "TierRequest": ("kvcalc.trace.tier_report", "TierRequest"),
     "tier_trace_result": ("kvcalc.trace.tier_report", "tier_trace_result"),
+    "tier_curve_result": ("kvcalc.trace.tier_report", "tier_curve_result"),
+    "tier_curve": ("kvcalc.trace.tier_curve", "tier_curve"),
     "tier_compare_result": ("kvcalc.trace.tier_compare", "tier_compare_result"),
 }
 

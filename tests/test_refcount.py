@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvcalc.trace.reader import TraceRequest
-from kvcalc.trace.refcount import PinnedTiers, _Fenwick, replay_pinned
+from kvcalc.trace.refcount import PinnedTiers, _Slots, replay_pinned
 from kvcalc.trace.tiers import tiered_profile_of_requests
 from test_tiers import tiered_traces
 
@@ -114,15 +114,39 @@ def test_keys_are_renumbered_without_changing_ranks() -> None:
     reqs = [TraceRequest(float(i), 4, 1, (i % 5,), i + 1) for i in range(3000)]
     rows, cache = c_rows(reqs, [2, 2], 4, [0.0] * 3000)
     assert rows == brute_force_pinned(reqs, [2, 2], 4, [0.0] * 3000)
-    assert cache.fen.size == 1024 and len(cache.key) == 4
+    assert cache.slots.size == 1024 and len(cache.key) == 4
 
 
-@pytest.mark.parametrize("counts, first", [([0, 0, 1, 0], 2), ([1], 0), ([0, 0, 0, 0, 0, 3], 5)])
-def test_fenwick_first(counts, first) -> None:
-    f = _Fenwick(len(counts))
-    for i, c in enumerate(counts):
-        f.add(i, c)
-    assert f.first() == first and f.prefix(len(counts)) == sum(counts)
+@pytest.mark.parametrize("flags, first", [([0, 0, 1, 0], 2), ([1], 0), ([0, 0, 0, 0, 0, 1], 5)])
+def test_slots_first(flags, first) -> None:
+    f = _Slots(len(flags))
+    for i, c in enumerate(flags):
+        if c:
+            f.set(i)
+    assert f.first() == first and f.count_from(0) == sum(flags)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5000), st.lists(st.tuples(st.booleans(), st.integers(0, 4999)), max_size=300),
+       st.integers(0, 4999))
+def test_slots_count_equals_a_list(size, ops, at) -> None:
+    # counts across buckets (1,024+ keys each) and the low-water mark after clears and sets below it
+    f, ref = _Slots(size), [0] * size
+    for on, i in ops:
+        i %= size
+        if on and not ref[i]:
+            f.set(i)
+            ref[i] = 1
+        elif not on and ref[i]:
+            f.clear(i)
+            ref[i] = 0
+        if any(ref):
+            assert f.first() == ref.index(1)
+    at %= size
+    assert f.count_from(at) == sum(ref[at:])
+    f.recount()
+    assert f.count_from(at) == sum(ref[at:]) and f.buckets == [sum(ref[i:i + (1 << f.shift)])
+                                                              for i in range(0, len(f.buckets) << f.shift, 1 << f.shift)]
 
 
 @settings(max_examples=300, deadline=None)

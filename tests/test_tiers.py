@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from kvcalc.out.errors import InputError
 from kvcalc.trace.reader import TraceRequest
 from kvcalc.trace.replay import replay_requests
-from kvcalc.trace.tiers import tiered_profile_of_requests
+from kvcalc.trace.lru_curve import INF_DEPTH, LruStackEngine
+from kvcalc.trace.tiers import own_depths_in_bins, tiered_profile_of_requests
 from test_trace import traces
 
 
@@ -133,3 +134,83 @@ def test_no_block_requests_keep_their_rows() -> None:
     p = tiered_profile_of_requests(reqs, [1], ("hbm",), block_tokens=4, keep_requests=True)
     assert p.request_hit_blocks.tolist() == [[0], [0], [0], [1]]
     assert np.array_equal(p.request_hit_tokens, [[0], [0], [0], [4]])
+
+
+@st.composite
+def prefix_traces(draw):
+    """(block_tokens, requests, chunk_accesses): requests re-reading prefixes of a few documents, then fresh ids,
+    so a hit run's blocks sit at consecutive slots (the case the own-depth bounds settle without counting)."""
+    block_tokens = draw(st.integers(1, 3))
+    docs = [list(range(100 * d, 100 * d + draw(st.integers(1, 12)))) for d in range(draw(st.integers(1, 3)))]
+    requests, fresh = [], 1000
+    for i in range(draw(st.integers(1, 14))):
+        doc = docs[draw(st.integers(0, len(docs) - 1))]
+        ids = doc[:draw(st.integers(0, len(doc)))]
+        tail = draw(st.integers(0, 3))
+        ids += list(range(fresh, fresh + tail))
+        fresh += tail
+        shortfall = draw(st.integers(0, block_tokens - 1)) if ids else 0
+        requests.append(TraceRequest(float(i), len(ids) * block_tokens - shortfall, 1, tuple(ids), i + 1))
+    return block_tokens, requests, draw(st.integers(1, 40))
+
+
+def brute_force_own_depths(requests):
+    """Per request, each block of its leading run of blocks seen before: its LRU stack depth before the request."""
+    stack, out = [], []  # stack: most recent first
+    for r in requests:
+        depths = []
+        for h in r.hash_ids:
+            if h not in stack:
+                break
+            depths.append(stack.index(h) + 1)
+        out.append(depths)
+        for h in r.hash_ids:
+            if h in stack:
+                stack.remove(h)
+            stack.insert(0, h)
+    return out
+
+
+class _BinProbe(LruStackEngine):
+    """The engine, keeping :func:`own_depths_in_bins` for every seen block of every request."""
+
+    def __init__(self, block_tokens, chunk, bounds):
+        super().__init__(block_tokens, chunk)
+        self.bounds = np.array(bounds, np.int64)
+        self.rows: list[list[int]] = []
+
+    def _prefix_max_depths(self, prev, q, req, starts):
+        prefix_max = super()._prefix_max_depths(prev, q, req, starts)
+        own = own_depths_in_bins(prefix_max, prev, q, req, starts, len(self._known_ids), self.bounds)
+        bins = np.searchsorted(self.bounds, own, side="left")
+        seen = prefix_max < INF_DEPTH
+        for r in range(len(starts)):  # every request of the chunk, those without blocks too
+            self.rows.append(bins[(req == r) & seen].tolist())
+        return prefix_max
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(prefix_traces(), traces()), st.lists(st.integers(0, 16), min_size=1, max_size=6))
+def test_own_depth_bins_equal_brute_force(case, bounds) -> None:
+    # the bins of own_depths_in_bins (bounds settled, or counted where they straddle a bound) against a list LRU
+    block_tokens, requests, chunk = case
+    bounds = sorted(bounds)
+    probe = _BinProbe(block_tokens, chunk, bounds)
+    for r in requests:
+        probe.add(r.hash_ids, r.input_length)
+    probe.finish()
+    want = [np.searchsorted(bounds, d, side="left").tolist() for d in brute_force_own_depths(requests)]
+    assert probe.rows == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix_traces(), st.integers(1, 3), st.data())
+def test_tiers_equal_brute_force_on_shared_prefixes(case, n_tiers, data) -> None:
+    block_tokens, requests, chunk = case
+    caps = data.draw(st.lists(st.integers(0, 12), min_size=n_tiers, max_size=n_tiers))
+    p = tiered_profile_of_requests(requests, caps, block_tokens=block_tokens, keep_requests=True,
+                                   chunk_accesses=chunk)
+    blocks, tokens, reqs, rows_b, rows_t = brute_force_tiers(requests, caps, block_tokens)
+    assert [(t.hit_blocks, t.hit_tokens, t.hit_requests) for t in p.tiers] == list(zip(blocks, tokens, reqs))
+    assert p.request_hit_blocks.tolist() == rows_b
+    assert p.request_hit_tokens.tolist() == rows_t

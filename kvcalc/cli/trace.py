@@ -31,7 +31,8 @@ def trace(
                                         "the trace's working set, all from one LRU pass (lru only)",
                                         rich_help_panel=R)] = False,
     curve_points: Annotated[Optional[int], typer.Option(
-        "--curve-points", help=f"points of the --curve grid (implies --curve; default 20; 1 to {MAX_CURVE_POINTS:,})",
+        "--curve-points", help=f"points of the --curve grid (implies --curve; default 20; 1 to {MAX_CURVE_POINTS:,}); "
+        "with --tiers: of the --tier-curve grid",
         show_default=False, rich_help_panel=R)] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="skip and count bad lines instead of stopping at the "
                                            "first one", rich_help_panel=R)] = False,
@@ -62,6 +63,11 @@ def trace(
     tier_copies: Annotated[str, typer.Option(
         "--tier-copies", help="coalesced (one copy per request per tier) | per-block (one copy per block)",
         rich_help_panel=TI)] = "coalesced",
+    tier_curve: Annotated[Optional[str], typer.Option(
+        "--tier-curve", help="with --tiers: every tier's hits as one tier's capacity varies, the others fixed, "
+        "from one pass: TIER (0, then --curve-points sizes geometric from one block to 4 x its capacity) or "
+        "TIER=0,1TB,4TB (bytes or tokens); the configured size is always a point", show_default=False,
+        rich_help_panel=TI)] = None,
     scenario: Annotated[str, typer.Option(
         "--scenario", "-s", help="scenario giving model, hardware, peak and MFU for --tiers (--model, --hardware, "
         "--gpus override it)", rich_help_panel=TI)] = "v4-flash-8xh100",
@@ -88,10 +94,13 @@ def trace(
       kvcalc trace trace.jsonl --curve --curve-points 30 --model deepseek-v4-flash
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
 
+    \b
       kvcalc trace trace.jsonl --curve --model deepseek-v4-flash --hardware h100-sxm --gpus 8 --plot curve.png
       kvcalc trace trace.jsonl --model llama-3-70b --hardware h100-sxm --gpus 8 --tiers hbm,dram,ssd
       kvcalc trace trace.jsonl --tiers hbm,dram --tier-capacity dram=1TB --tier-link dram=pcie-gen4-x16
       kvcalc trace trace.jsonl --model llama-3-70b --hardware h100-sxm --gpus 8 --engine vllm
+      kvcalc trace trace.jsonl --model llama-3-70b --tiers hbm,dram,ssd --tier-curve dram --curve-points 10
+      kvcalc trace trace.jsonl --tiers hbm,dram,ssd --tier-curve hbm=10m,20m,40m --format csv
     """
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.model import catalog
@@ -116,23 +125,29 @@ def trace(
         from kvcalc.serve.scenario import resolve
         from kvcalc.trace.tier_report import parse_request, tier_trace_result
 
-        for flag, given in (("--capacity", capacity), ("--curve", curve or curve_points is not None),
+        for flag, given in (("--capacity", capacity), ("--curve", curve),
                             ("--plot", plot), ("--policy", policy != "lru")):
             if given:
                 raise InputError(f"{flag}: not with --tiers (tiers are LRU; give their sizes with --tier-capacity)")
-        req = parse_request(str(file), tiers, tier_capacity, tier_link, block_tokens, tier_copies, skip_bad)
+        req = parse_request(str(file), tiers, tier_capacity, tier_link, block_tokens, tier_copies, skip_bad,
+                            curve=tier_curve, curve_points=curve_points)
         cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts,
                                                   engine=engine))
         from kvcalc.cli.common import Progress
 
         bar = Progress("tiered replay")
         try:
-            result = tier_trace_result(req, cost_inputs, bar)
+            if req.curve_tier is None:
+                result = tier_trace_result(req, cost_inputs, bar)
+            else:
+                from kvcalc.trace.tier_report import tier_curve_result
+
+                result = tier_curve_result(req, cost_inputs, bar)
         finally:
             bar.done()
         emit(result, fmt, check, explain)
         return
-    for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link)):
+    for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link), ("--tier-curve", tier_curve)):
         if given:
             raise InputError(f"{flag}: only with --tiers")
     if curve_points is not None:

@@ -21,8 +21,10 @@ A's top ``k`` by recency has fewer than ``k`` more recent blocks, so it was neve
 block only when ``N`` more recent unreferenced blocks exist) and has fewer than ``k`` more recent unreferenced
 blocks now. So each hit is served by the same or a faster tier and C never recomputes more than A.
 
-Ranks come from a Fenwick tree over recency keys; keys are renumbered when they run out, so memory is
-O(blocks held + blocks in flight), not trace length. This module computes; it never prints.
+Ranks come from 0/1 flags over recency keys with per-bucket counts (:class:`_Slots`: C-speed counts in a
+``bytearray``; a hit run's keys are mostly adjacent, so each block after the first counts only the gap from the
+previous one); keys are renumbered when they run out, so memory is O(blocks held + blocks in flight), not trace
+length. This module computes; it never prints.
 """
 
 from __future__ import annotations
@@ -35,39 +37,52 @@ from typing import Optional
 from kvcalc.trace.reader import TraceRequest
 from kvcalc.trace.tiers import check_tier_blocks
 
+_NEAR_KEYS = 1024  # lookup: count flags between two keys this close instead of from the key up
+_NO_BOUND = 1 << 62  # an infinite tier's cumulative capacity [blocks]
 
-class _Fenwick:
-    """Counts over positions 0..size-1: add, prefix sums and the first position with a count."""
+
+class _Slots:
+    """0/1 flags over recency keys ``0..size-1`` (1 = an unreferenced block holds the key), with counts per bucket.
+
+    Set and clear are O(1); counting the flags from a key up (a block's depth among the unreferenced blocks)
+    is one C-speed ``bytearray.count`` within the key's bucket plus a sum over the buckets above it (buckets of
+    about sqrt(64 x size) keys balance the two); the first flag (the least recent unreferenced block, evicted
+    first) is a ``bytearray.find`` from a low-water mark below which every flag is 0.
+    """
 
     def __init__(self, size: int):
         self.size = size
-        self.tree = [0] * (size + 1)
-        self.top = 1 << (size.bit_length() - 1) if size else 0
+        self.shift = max(10, ((size << 6).bit_length() + 1) // 2)  # bucket = 2^shift keys
+        self.flags = bytearray(size)
+        self.buckets = [0] * ((size >> self.shift) + 1)
+        self.lo = size  # every flag below lo is 0
 
-    def add(self, i: int, delta: int) -> None:
-        tree, n = self.tree, self.size
-        i += 1
-        while i <= n:
-            tree[i] += delta
-            i += i & -i
+    def recount(self) -> None:
+        """Bucket counts and the low-water mark from the flags (after filling them directly)."""
+        step, flags = 1 << self.shift, self.flags
+        self.buckets = [flags.count(1, i, i + step) for i in range(0, len(self.buckets) << self.shift, step)]
+        first = flags.find(1)
+        self.lo = self.size if first < 0 else first
 
-    def prefix(self, i: int) -> int:
-        """Sum over positions 0..i-1."""
-        tree, s = self.tree, 0
-        while i > 0:
-            s += tree[i]
-            i -= i & -i
-        return s
+    def set(self, i: int) -> None:
+        self.flags[i] = 1
+        self.buckets[i >> self.shift] += 1
+        if i < self.lo:
+            self.lo = i
+
+    def clear(self, i: int) -> None:
+        self.flags[i] = 0
+        self.buckets[i >> self.shift] -= 1
+
+    def count_from(self, i: int) -> int:
+        """Flags set at keys >= i."""
+        b = i >> self.shift
+        return self.flags.count(1, i, (b + 1) << self.shift) + sum(self.buckets[b + 1:])
 
     def first(self) -> int:
-        """The smallest position with a count (the total must be > 0)."""
-        tree, pos, step = self.tree, 0, self.top
-        while step:
-            nxt = pos + step
-            if nxt <= self.size and tree[nxt] < 1:
-                pos = nxt
-            step >>= 1
-        return pos  # 0-based index of the first position whose prefix reaches 1
+        """The smallest key whose flag is set (one must be)."""
+        self.lo = self.flags.find(1, self.lo)
+        return self.lo
 
 
 class PinnedTiers:
@@ -80,14 +95,22 @@ class PinnedTiers:
             total = None if (c is None or total is None) else total + c
             upper.append(total)
         self.upper = upper  # cumulative capacities [blocks]; None = infinite
+        self._bounds = [_NO_BOUND if u is None else u for u in upper]
         self.total = upper[-1]
         self.key: dict[int, int] = {}  # present block -> recency key
         self.owner: dict[int, int] = {}  # recency key -> block
         self.refs: dict[int, int] = {}  # pinned block -> reference count
         self.unreferenced = 0
         self.next_key = 0
-        self.fen = _Fenwick(1024)
+        self.slots = _Slots(1024)
         self.peak_pinned = self.peak_present = self.evicted = 0
+
+    def _tier_at(self, depth: int) -> int:
+        """The tier holding the unreferenced block at ``depth`` (1 = most recent)."""
+        bounds, t = self._bounds, 0
+        while depth > bounds[t]:
+            t += 1  # runs past the last tier (IndexError) only for a block beyond the summed capacity
+        return t
 
     def tier_of(self, block: int) -> Optional[int]:
         """The tier index serving ``block`` now (0 when pinned), or None when it is not held."""
@@ -96,68 +119,86 @@ class PinnedTiers:
         k = self.key.get(block)
         if k is None:
             return None
-        depth = self.unreferenced - self.fen.prefix(k)  # unreferenced blocks with key >= k, itself included
-        for i, u in enumerate(self.upper):
-            if u is None or depth <= u:
-                return i
-        raise AssertionError("an unreferenced block beyond the summed capacity")
+        return self._tier_at(self.slots.count_from(k))  # unreferenced blocks with key >= k, itself included
 
-    def _new_key(self, block: int) -> None:
-        if self.next_key >= self.fen.size:
-            self._renumber()
-        old = self.key.get(block)
-        if old is not None:
-            del self.owner[old]
-        self.key[block] = self.next_key
-        self.owner[self.next_key] = block
-        self.next_key += 1
-
-    def _renumber(self) -> None:
-        """Keys 0..n-1 in the same order, a tree twice the present blocks (O(n), once per ~n accesses)."""
+    def _renumber(self, room: int = 0) -> None:
+        """Keys 0..n-1 in the same order, room for 4 x the present blocks (and ``room`` more) (O(n), once per
+        ~3n accesses)."""
         order = sorted(self.owner)
-        size = max(1024, 2 * len(order))
-        self.fen = _Fenwick(size)
+        self.slots = slots = _Slots(max(1024, 4 * len(order), len(order) + room))
+        flags, key, refs, old_owner = slots.flags, self.key, self.refs, self.owner
         owner = {}
         for new, old in enumerate(order):
-            block = self.owner[old]
+            block = old_owner[old]
             owner[new] = block
-            self.key[block] = new
-            if block not in self.refs:
-                self.fen.add(new, 1)
+            key[block] = new
+            if block not in refs:
+                flags[new] = 1
+        slots.recount()
         self.owner = owner
         self.next_key = len(order)
 
     def pin(self, blocks: Sequence[int]) -> None:
         """One request's accesses, in order: each block is pinned once per request and gets a new key."""
-        seen = set()
+        if self.next_key + len(blocks) > self.slots.size:
+            self._renumber(len(blocks))
+        refs, key, owner, slots = self.refs, self.key, self.owner, self.slots
+        flags, buckets, shift = slots.flags, slots.buckets, slots.shift
+        first_key = nk = self.next_key  # a block already seen in this request has a key >= first_key
+        freed = 0
         for b in blocks:
-            if b not in self.refs and b in self.key:
-                self.fen.add(self.key[b], -1)
-                self.unreferenced -= 1
-            if b not in seen:
-                self.refs[b] = self.refs.get(b, 0) + 1
-                seen.add(b)
-            self._new_key(b)
-        self.peak_pinned = max(self.peak_pinned, len(self.refs))
-        self.peak_present = max(self.peak_present, len(self.key))
+            k = key.get(b)
+            if b in refs:
+                if k < first_key:  # pinned by another request: one more reference, once per request
+                    refs[b] += 1
+            else:
+                if k is not None:  # an unreferenced block leaves the tiers while pinned (_Slots.clear inlined)
+                    flags[k] = 0
+                    buckets[k >> shift] -= 1
+                    freed += 1
+                refs[b] = 1
+            if k is not None:
+                del owner[k]
+            key[b] = nk
+            owner[nk] = b
+            nk += 1
+        self.next_key = nk
+        self.unreferenced -= freed
+        if len(refs) > self.peak_pinned:
+            self.peak_pinned = len(refs)
+        if len(key) > self.peak_present:
+            self.peak_present = len(key)
 
     def unpin(self, blocks: Iterable[int]) -> None:
         """A request finished: count - 1 for its distinct blocks; evict beyond the summed capacity."""
+        refs, key, slots = self.refs, self.key, self.slots
+        flags, buckets, shift, lo, released = slots.flags, slots.buckets, slots.shift, slots.lo, 0
         for b in set(blocks):
-            n = self.refs[b] - 1
+            n = refs[b] - 1
             if n:
-                self.refs[b] = n
+                refs[b] = n
                 continue
-            del self.refs[b]
-            self.fen.add(self.key[b], 1)
-            self.unreferenced += 1
-        while self.total is not None and self.unreferenced > self.total:
-            k = self.fen.first()
-            block = self.owner.pop(k)
-            del self.key[block]
-            self.fen.add(k, -1)
-            self.unreferenced -= 1
-            self.evicted += 1
+            del refs[b]
+            k = key[b]  # _Slots.set inlined
+            flags[k] = 1
+            buckets[k >> shift] += 1
+            if k < lo:
+                lo = k
+            released += 1
+        slots.lo = lo
+        self.unreferenced += released
+        total = self.total
+        if total is None or self.unreferenced <= total:
+            return
+        owner, evict = self.owner, self.unreferenced - total
+        for _ in range(evict):  # the least recent unreferenced blocks (_Slots.first and clear inlined)
+            lo = flags.find(1, lo)
+            del key[owner.pop(lo)]
+            flags[lo] = 0
+            buckets[lo >> shift] -= 1
+        slots.lo = lo
+        self.unreferenced = total
+        self.evicted += evict
 
 
 @dataclass(frozen=True)
@@ -174,12 +215,30 @@ def lookup(cache: PinnedTiers, r: TraceRequest, block_tokens: int) -> tuple[tupl
     """The request's hit run in ``cache`` as it is: (hit blocks, hit tokens) per tier."""
     n_tiers = len(cache.upper)
     tb, tt = [0] * n_tiers, [0] * n_tiers
+    refs, key, slots, bounds = cache.refs, cache.key, cache.slots, cache._bounds
+    flags, last_key, depth = slots.flags, -1, 0
+    full = r.input_length // block_tokens  # blocks before it hold block_tokens each; later ones the remainder
     for pos, h in enumerate(r.hash_ids):
-        t = cache.tier_of(h)
-        if t is None:
-            break
+        if h in refs:
+            t = 0
+        else:
+            k = key.get(h)
+            if k is None:
+                break
+            # depth = flags set at keys >= k; a run's keys are mostly close together: count the gap from the
+            # previous block's key instead of from k up
+            if last_key < 0 or abs(k - last_key) > _NEAR_KEYS:
+                depth = slots.count_from(k)
+            elif k > last_key:
+                depth -= flags.count(1, last_key, k)
+            else:
+                depth += flags.count(1, k, last_key)
+            last_key = k
+            t = 0  # PinnedTiers._tier_at inlined
+            while depth > bounds[t]:
+                t += 1
         tb[t] += 1
-        tt[t] += min(block_tokens, r.input_length - pos * block_tokens)
+        tt[t] += block_tokens if pos < full else r.input_length - pos * block_tokens  # min(B, L - pos B)
     return tuple(tb), tuple(tt)
 
 

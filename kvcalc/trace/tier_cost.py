@@ -110,19 +110,22 @@ def parse_tier_map(items: Optional[list[str]], flag: str, names: list[str]) -> d
     return out
 
 
-def _given_capacity(name: str, text: str, block_tokens: int, block_bytes: float) -> tuple[int, float, str]:
-    """A --tier-capacity value: bytes with a unit or tokens -> (blocks, bytes held, source)."""
+def given_capacity(name: str, text: str, block_tokens: int, block_bytes: float,
+                   flag: str = "--tier-capacity") -> tuple[int, float, str]:
+    """A --tier-capacity value: bytes with a unit or tokens (``0``: an empty tier) -> (blocks, bytes held, source)."""
     from kvcalc.out.units import parse_bytes, parse_token_capacity
 
-    what = f"--tier-capacity {name}"
+    what = f"{flag} {name}"
     if text.strip().startswith("-"):
         raise InputError(f"{what}: capacity must be >= 0, got {text!r}")
-    if text.lower().endswith("b"):
+    if text.strip() == "0":
+        blocks = 0
+    elif text.lower().endswith("b"):
         nbytes = parse_bytes(text, what)
         blocks = math.floor(nbytes / block_bytes)
     else:
         blocks = parse_token_capacity(text, what) // block_tokens
-    return blocks, blocks * block_bytes, f"--tier-capacity {name}={text}"
+    return blocks, blocks * block_bytes, f"{flag} {name}={text}"
 
 
 def resolve_tiers(node: TierNode, names: list[str], capacities: dict[str, str], links: dict[str, str]) -> list[Tier]:
@@ -141,7 +144,7 @@ def resolve_tiers(node: TierNode, names: list[str], capacities: dict[str, str], 
     tiers = []
     for name in names:
         if name in capacities:
-            blocks, held, source = _given_capacity(name, capacities[name], node.block_tokens, block)
+            blocks, held, source = given_capacity(name, capacities[name], node.block_tokens, block)
         elif name == "hbm":
             blocks = node_cache_tokens(node.model, hw, node.gpus, node.block_tokens, node.kv_options,
                                        node.hbm_utilization, node.engine) // node.block_tokens

@@ -11,7 +11,11 @@ So the stack depths of :class:`kvcalc.trace.lru_curve.LruStackEngine` answer eve
 
 - a request's hit run is the leading blocks whose prefix-maximum depth is ``<= U_last`` (as for one cache of
   the summed capacity, so the tiers' hits add up to that cache's hits, exactly);
-- each block of the run was served by the tier its *own* depth before the request falls in.
+- each block of the run was served by the tier its *own* depth before the request falls in. The engine
+  counts depths only where a request's prefix maximum rises; own depths are settled inside the same chunk
+  pass against the tier bounds (:func:`own_depths_in_bins`: an upper and a lower bound from the slots the
+  engine already has decide nearly every block; only those straddling a bound are counted exactly), then
+  binned with ``np.searchsorted`` and summed per request and tier with ``np.bincount``.
 
 Per tier: hit blocks, hit tokens (``B`` per block, the remainder for a request's last one) and the requests
 with at least one hit there (one coalesced copy each). With ``keep_requests`` the per-request hits per tier
@@ -80,6 +84,57 @@ def check_tier_blocks(capacity_blocks: Sequence[Optional[int]]) -> None:
             raise InputError(f"tier capacity: must be a whole number of blocks >= 0, got {c!r}")
 
 
+def tier_upper_bounds(capacity_blocks: Sequence[Optional[int]]) -> np.ndarray:
+    """``U_i = c_0 + ... + c_i`` [blocks], int64: tier ``i`` holds the stack depths ``U_{i-1} < d <= U_i``.
+
+    An infinite (None) or huge capacity is capped just below the engine's never-seen depth.
+    """
+    caps = [_BIG_DEPTH - 1 if c is None else min(int(c), _BIG_DEPTH - 1) for c in capacity_blocks]
+    return np.minimum(np.cumsum(np.array(caps, np.int64)), _BIG_DEPTH - 1)
+
+
+def own_depths_in_bins(prefix_max: np.ndarray, prev: np.ndarray, q: np.ndarray, req: np.ndarray,
+                       starts: np.ndarray, known: int, bounds: np.ndarray) -> np.ndarray:
+    """Per access of a chunk: a depth [blocks] in the same bin of sorted ``bounds`` as the block's own depth.
+
+    Bins: ``np.searchsorted(bounds, depth, side="left")`` (depth <= bounds[0] is bin 0, and so on); a tier's
+    own depth only matters up to which tier bounds it lies between. Returned for the seen leading run of each
+    request (``prefix_max < INF_DEPTH``); other entries are ``prefix_max``. Arguments as
+    :meth:`LruStackEngine._prefix_max_depths` has them (``known`` = blocks known before the chunk).
+
+    A block's own depth ``d`` (distinct blocks at or above its slot ``q`` before the request) lies between two
+    bounds read off what the engine has: ``d <= m`` (its prefix maximum, the depth of the request's oldest
+    slot so far, ``o``) and ``d >= m - (q - o)`` (only the live slots in ``[o, q)`` lie between the two, at
+    most ``q - o`` of them). A shared prefix is re-read in the order it was written, so ``q - o`` is the
+    block's position past the record and both ends nearly always fall in one bin: that bin is the answer,
+    and ``m`` is returned. Only the blocks whose two ends straddle a bound (about 1% on the Mooncake trace)
+    are counted exactly, with the engine's formula: ``d = (known + accesses of the chunk before the request
+    - q) - #{those accesses re-touching a slot >= q}`` (:func:`count_prefix_at_least`).
+    """
+    own = prefix_max.copy()
+    if not len(bounds):
+        return own
+    sel = np.flatnonzero((prefix_max > bounds[0]) & (prefix_max < INF_DEPTH))
+    if not len(sel):
+        return own
+    # the selection is a suffix of each request's seen run that starts at a new oldest slot (its prefix maximum
+    # just rose), so its segmented running minimum is the request's oldest slot so far
+    q_sel, m_sel = q[sel], prefix_max[sel]
+    shift = req[sel] * _SPAN
+    oldest = np.minimum.accumulate(q_sel - shift) + shift
+    low = m_sel - (q_sel - oldest)
+    straddle = np.searchsorted(bounds, low, side="left") != np.searchsorted(bounds, m_sel, side="left")
+    cand = sel[straddle]
+    if len(cand):
+        q_c = q[cand]
+        prefix = starts[req[cand]]
+        kept = prev >= q_c.min()  # an access re-touching an older slot than every query never counts
+        kept_before = np.concatenate(([0], np.cumsum(kept)))
+        newer = count_prefix_at_least(prev[kept] + 1, kept_before[prefix], q_c + 1)
+        own[cand] = (known + prefix - q_c) - newer
+    return own
+
+
 class TieredLruEngine(LruStackEngine):
     """The LRU stack-depth engine plus per-tier hit counts for fixed tier capacities [blocks]."""
 
@@ -89,8 +144,7 @@ class TieredLruEngine(LruStackEngine):
         check_tier_blocks(capacity_blocks)
         self.capacity_blocks = tuple(None if c is None else int(c) for c in capacity_blocks)
         n = len(self.capacity_blocks)
-        caps = [_BIG_DEPTH - 1 if c is None else min(c, _BIG_DEPTH - 1) for c in self.capacity_blocks]
-        self._upper = np.minimum(np.cumsum(np.array(caps, np.int64)), _BIG_DEPTH - 1)  # U_i [blocks]
+        self._upper = tier_upper_bounds(self.capacity_blocks)  # U_i [blocks]
         self._tier_blocks = np.zeros(n, np.int64)
         self._tier_tokens = np.zeros(n, np.int64)
         self._tier_requests = np.zeros(n, np.int64)
@@ -107,31 +161,10 @@ class TieredLruEngine(LruStackEngine):
         super().add_records(records)
 
     def _prefix_max_depths(self, prev, q, req, starts):
-        """The engine's prefix maxima, plus each hit block's *own* depth where its tier needs it (kept).
-
-        The engine counts depths only where a request's oldest slot so far drops (then own depth = prefix
-        maximum); elsewhere own depth <= prefix maximum, so a block whose prefix maximum is within HBM is in
-        HBM. Only the other blocks of a hit run, within the summed capacity and not at a new oldest slot, are
-        counted, with the engine's formula: depth = (D + chunk accesses before the request - q) -
-        #{those accesses re-touching slots >= q} (:func:`kvcalc.trace.lru_curve.count_prefix_at_least`).
-        """
+        """The engine's prefix maxima; each access's own depth, exact up to the tier bounds, is kept aside."""
         prefix_max = super()._prefix_max_depths(prev, q, req, starts)
-        own = prefix_max.copy()
-        upper = self._upper
-        cand = np.flatnonzero((prefix_max > upper[0]) & (prefix_max <= upper[-1]))
-        if len(cand):
-            seen = prefix_max < INF_DEPTH  # the seen run leading each request (q >= 0 there)
-            shift = req * _SPAN
-            oldest = np.minimum.accumulate(np.where(seen, q, _SPAN - 1) - shift) + shift  # running min slot
-            cand = cand[q[cand] > oldest[cand]]
-        if len(cand):
-            q_c = q[cand]
-            prefix = starts[req[cand]]
-            kept = prev >= q_c.min()  # an access re-touching an older slot than every query never counts
-            kept_before = np.concatenate(([0], np.cumsum(kept)))
-            newer = count_prefix_at_least(prev[kept] + 1, kept_before[prefix], q_c + 1)
-            own[cand] = (len(self._known_ids) + prefix - q_c) - newer
-        self._own_depth = own
+        self._own_depth = own_depths_in_bins(prefix_max, prev, q, req, starts, len(self._known_ids),
+                                             self._upper[:-1])
         return prefix_max
 
     def _accumulate(self, prefix_max, req, pos, inputs) -> None:
@@ -198,11 +231,20 @@ def tiered_profile(path: str | Path, capacity_blocks: Sequence[Optional[int]], n
     lines read, rounded down to a multiple of it).
     """
     engine = TieredLruEngine(block_tokens, capacity_blocks, keep_requests=keep_requests)
-    reader = read_trace(path, block_tokens, skip_bad)
+    skipped = feed_trace(engine, path, skip_bad, progress)
+    return engine.finish_tiers(names[:len(capacity_blocks)], skipped)
+
+
+def feed_trace(engine: LruStackEngine, path: str | Path, skip_bad: bool = False,
+               progress: Optional[Callable[[int], None]] = None) -> int:
+    """Stream a trace file into an engine, calling ``progress(requests read)`` about every
+    :data:`PROGRESS_EVERY` requests (per batch of lines, rounded down to a multiple of it); returns the
+    skipped lines."""
+    reader = read_trace(path, engine.block_tokens, skip_bad)
     reported = 0
     for records, _ in reader.batches():
         engine.add_records(records)
         if progress is not None and engine.requests - reported >= PROGRESS_EVERY:
             reported = engine.requests - engine.requests % PROGRESS_EVERY
             progress(reported)
-    return engine.finish_tiers(names[:len(capacity_blocks)], reader.skipped_lines)
+    return reader.skipped_lines
