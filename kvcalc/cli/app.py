@@ -4,8 +4,6 @@ Start-up matters (kvcalc runs inside CI loops), so :func:`main` imports and regi
 being run; ``kvcalc --help`` (or no command) registers them all.
 """
 
-from __future__ import annotations
-
 import importlib
 import sys
 
@@ -26,13 +24,43 @@ COMMANDS = {
     "transfer": ("kvcalc.cli.transfer", "transfer"),
     "trace": ("kvcalc.cli.trace", "trace"),
     "sweep": ("kvcalc.cli.sweep", "sweep"),
-    "presets": ("kvcalc.cli.presets", "app"),
     "import": ("kvcalc.cli.import_", "import_"),
+    "presets": ("kvcalc.cli.presets", "app"),  # a group: typer lists groups after the commands
 }
 
 
-def build_app(only: str | None = None) -> typer.Typer:
-    """A Typer app with every command, or with just ``only`` (the one being run)."""
+# command name -> the first paragraph of its help: all that `kvcalc --help` lists (click shortens it), so the
+# listing needs neither the command modules nor their ~200 parameters (tests/test_cli.py: the same text)
+SUMMARIES = {
+    "kv": "KV cache per request and per token, per layer group; bytes stored vs bytes read per decode step.",
+    "capacity": "Requests that fit in a node's HBM after the weights, 16-token block bytes, page-in time per block.",
+    "cost": "One strategy on one scenario: prefill tokens and FLOPs, TTFT, KV held, decode speed, $ per M tokens.",
+    "compare": "Strategy A (lru, no prefix reuse) vs C (prefix-tree) on one workload: absolute and relative deltas, "
+               "TTFT per request class, and every assumption with its source.",
+    "blocks": "Block size sweep: block bytes (padded as the kernel pages them), block-table overhead, whether the "
+              "size is valid for the model (V4: multiple of 128 tokens), last-block waste, and the smallest valid "
+              "size under the target.",
+    "transfer": "Time to move one block, one request's KV and a batch's KV over each link: latency + bytes / "
+                "bandwidth, the share spent in latency, effective bandwidth, separate copies per block vs one "
+                "coalesced copy, and the prefill time that produced the payload.",
+    "trace": "Replay a request trace through a prefix cache: hit rate per capacity, or a hit-rate curve.",
+    "sweep": "Evaluate kv, capacity, cost, compare or a trace replay over a grid of inputs: one row per point, "
+             "varied inputs first.",
+    "import": "Read a model's config.json into a preset: layer groups, parameters, weight bytes per component.",
+    "presets": "The preset catalogue: list, show, validate a file, JSON Schema.",
+}
+
+
+def _listed(name: str):
+    """A stand-in for command ``name`` in the top-level help listing (never run)."""
+    def stand_in() -> None:
+        raise AssertionError(f"{name}: listed only")
+    return stand_in
+
+
+def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
+    """A Typer app with every command, or with just ``only`` (the one being run); ``listing``: every command
+    as its name and summary only (for the top-level help)."""
     # rich_markup_mode=None: click's plain help formatter; typer's rich one imports markdown and pygments (~100 ms)
     app = typer.Typer(name="kvcalc", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                       help=HELP, rich_markup_mode=None)
@@ -46,6 +74,9 @@ def build_app(only: str | None = None) -> typer.Typer:
     _root.__doc__ = HELP
     for name, (module, attr) in COMMANDS.items():
         if only is not None and name != only:
+            continue
+        if listing:
+            app.command(name, help=SUMMARIES[name])(_listed(name))
             continue
         obj = getattr(importlib.import_module(module), attr)
         if isinstance(obj, typer.Typer):
@@ -142,7 +173,8 @@ def _run(args: list[str]) -> int:
     # pydantic looks for plugins in every installed distribution's entry points on first validation
     # (~25 ms, more in big environments); kvcalc's presets use none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    command = typer.main.get_command(build_app(_command_of(args)))
+    only = _command_of(args)
+    command = typer.main.get_command(build_app(only, listing=only is None and args in ([], ["--help"])))
     if "--help" in args or args in ([], ["presets"]):  # help is printed: options grouped by panel
         from kvcalc.cli.help import group_options
 

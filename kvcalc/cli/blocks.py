@@ -1,7 +1,5 @@
 """``kvcalc blocks``: paged block size sweep: bytes, padding, block-table overhead, validity, last-block waste."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer

@@ -1,7 +1,5 @@
 """``kvcalc capacity``: requests that fit on a node after the weights, block size and page-in time."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer

@@ -1,7 +1,5 @@
 """Options shared by every command and the one function that renders a Result and applies --check."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated, Optional
 

@@ -1,7 +1,5 @@
 """``kvcalc compare``: strategies A (lru) and C (prefix-tree) side by side on one scenario, with deltas."""
 
-from __future__ import annotations
-
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
 from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
                                       OutputOpt, PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt,

@@ -1,7 +1,5 @@
 """``kvcalc cost``: one strategy's prefill, TTFT, KV held, decode and $/M tokens on a scenario."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -1,7 +1,5 @@
 """Parsing of ``capacity``'s engine options (sizes with units, fractions, token counts) -> EngineInputs."""
 
-from __future__ import annotations
-
 from typing import Optional
 
 MAX_POOL_RATIO = 100  # --swa-full-tokens-ratio / --mamba-full-memory-ratio: above 0, at most 100 (SGLang: 0.8, 0.9)

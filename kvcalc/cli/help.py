@@ -4,8 +4,6 @@ typer groups options by ``rich_help_panel`` only in its rich help, which imports
 this keeps the plain formatter and adds the panel headings (Options, Scenario overrides, KV layout, Output, ...).
 """
 
-from __future__ import annotations
-
 import types
 
 

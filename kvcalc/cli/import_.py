@@ -1,7 +1,5 @@
 """``kvcalc import``: read a Hugging Face config.json into a model preset and say what was mapped."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer

@@ -1,7 +1,5 @@
 """``kvcalc kv``: KV bytes per request and per token for models and context lengths."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer

@@ -1,7 +1,5 @@
 """``kvcalc presets list|show|validate|schema``: the catalogue, one preset, a user's file, the JSON Schema."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated, Optional
 

@@ -1,7 +1,5 @@
 """Options shared by ``cost`` and ``compare``: the scenario and its overrides (parsed here, no arithmetic)."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer

@@ -1,7 +1,5 @@
 """``kvcalc sweep``: one command over the product of several inputs; a table, CSV/JSON, and charts."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer

@@ -1,7 +1,5 @@
 """``kvcalc trace``: replay a Mooncake-format request trace; prefix-cache hit rate per capacity, or a curve."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -1,7 +1,5 @@
 """``kvcalc transfer``: a block, a request and a batch of KV over links; latency-bound or bandwidth-bound."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer
