@@ -175,3 +175,43 @@ def test_kv_derivations_built_only_when_asked():
     assert len(lines) == len(r.explain) > 2 and list(r.explain) == list(lines) and r.explain[0] == lines[0]
     assert r.explain == lines and ("x",) + r.explain == ("x", *lines) and r.explain + ("y",) == (*lines, "y")
     assert hash(r.explain) == hash(lines)
+
+
+# ---------------------------------------------------------------- tables: column-wise cells, one line template
+
+NUMBERS = st.one_of(FLOATS, st.integers(-2**70, 2**70), st.sampled_from([10**400, -10**400]), st.none(),
+                    st.booleans(), FLOATS.map(np.float64), st.integers(-2**40, 2**40).map(np.int64))
+KINDS = sorted(render._FORMATS) + ["bool", "text", "auto", "fit"]
+
+
+def _cell_or_error(f):
+    try:
+        return f()
+    except Exception as e:  # a value no formatter takes fails the same way in both paths
+        return type(e)
+
+
+@given(st.sampled_from(KINDS), st.booleans(), st.lists(NUMBERS, max_size=12),
+       st.sampled_from([{}, {"kind": "bytes"}, {"weights_fit": False}]))
+def test_table_cells_column_wise_equal_cell_by_cell(kind, unbounded, values, extra):
+    """format_column (one formatter per column, one call per value when all are finite numbers) gives the cells
+    format_value gave one by one (None '-', NaN/inf 'n/a' or 'inf', 10^400 refused alike)."""
+    col = Column("v", "v", kind, unbounded)
+    rows = [{"v": v, **extra} for v in values]
+    old = _cell_or_error(lambda: [render.format_value(col, r).translate(render._ONE_LINE) for r in rows])
+    assert _cell_or_error(lambda: render.format_column(col, rows)) == old
+
+
+@given(st.lists(st.lists(st.text(alphabet="ab {}%│|\u00e9", max_size=6), min_size=3, max_size=3), max_size=6),
+       st.lists(st.booleans(), min_size=3, max_size=3))
+def test_one_line_rows_by_template_equal_padding_each_cell(rows, numeric):
+    """Rows that fit their widths are laid out by one format template; braces and bars in cells stay text."""
+    from kvcalc.out import text
+
+    grid = text.Grid("", ["h1", "h2", "h3"], numeric, rows)
+    widths = grid.widths(200)
+    bar = text.BOX_UTF8["body"][0]
+    body = [line for line, style in grid.lines(widths, text.BOX_UTF8) if style == "body"]
+    assert body == [f"{bar} " + f" {bar} ".join(c.rjust(w) if num else c.ljust(w)
+                                                   for c, w, num in zip(r, widths, numeric)) + f" {bar}"
+                    for r in rows]

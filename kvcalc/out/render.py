@@ -46,6 +46,31 @@ def format_value(col: Column, row: dict) -> str:
     return _FORMATS[kind](v)
 
 
+def format_column(col: Column, rows) -> list[str]:
+    """Every row's cell of ``col`` as one line of text: :func:`format_value` per row, with the formatter looked up
+    once per column (a 10,000-row table formats 80,000 cells)."""
+    kind = col.kind
+    if kind in ("auto", "fit", "text"):
+        return [format_value(col, r).translate(_ONE_LINE) for r in rows]
+    fmt = {"bool": lambda v: "yes" if v else "no"}.get(kind) or _FORMATS[kind]
+    key, isfinite, out = col.key, math.isfinite, []
+    values = [r.get(key) for r in rows]
+    try:  # the common column: numbers only, all finite (a NaN or infinity makes the sum so), one call each
+        if None not in values and isfinite(math.fsum(values)):
+            return list(map(fmt, values))
+    except (TypeError, OverflowError, ValueError):  # not plain numbers, or too large for a float: cell by cell
+        pass
+    for r in rows:
+        v = r.get(key)
+        if v is None:
+            out.append("-")
+        elif isinstance(v, float) and not isfinite(v):
+            out.append(format_value(col, r))
+        else:
+            out.append(fmt(v))
+    return out
+
+
 def _jsonable(v: Any) -> Any:
     t = type(v)
     if t is str or t is int or t is bool or v is None:  # the common cells first: nothing to do
@@ -201,7 +226,7 @@ def table_lines(result: Result, width: int, explain: bool = False, box: dict | N
 
     lines: list[tuple[str, str]] = []
     for t in (result.main, *result.extra):
-        cells = [[format_value(c, r).translate(_ONE_LINE) for c in t.columns] for r in t.rows]
+        cells = list(zip(*(format_column(c, t.rows) for c in t.columns))) if t.rows else []
         grid = text.Grid(t.title, [c.title for c in t.columns], [c.kind != "text" for c in t.columns], cells)
         lines += grid.render(width, box or text.BOX_UTF8)
     for n in result.notes:

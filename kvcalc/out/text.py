@@ -83,6 +83,13 @@ class Grid:
         if self.rows:
             out.append((_rule(box["sep"], widths), ""))
         bar = box["body"][0]
+        if self.rows and all(max(map(len, c)) <= w for c, w in zip(zip(*self.rows), widths)):
+            # every row is one line: one format template (no brace can come from a cell; cells are arguments)
+            line = f"{bar} " + f" {bar} ".join(("{:>%d}" if num else "{:<%d}") % w
+                                               for w, num in zip(widths, self.numeric)) + f" {bar}"
+            out += [(line.format(*row), "body") for row in self.rows]
+            out.append((_rule(box["bottom"], widths), ""))
+            return out
         for row in self.rows:
             if all(len(c) <= w for c, w in zip(row, widths)):  # the common case: one line per row
                 cells = (c.rjust(w) if num else c.ljust(w) for c, w, num in zip(row, widths, self.numeric))
