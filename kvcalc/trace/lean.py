@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
-from itertools import chain, compress
+from itertools import compress, islice
 from pathlib import Path
 
 from kvcalc.out.errors import InputError
@@ -135,9 +135,10 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
 
     Returns (room left, hit blocks, reused tokens, infinite-cache hit blocks, infinite-cache reused tokens,
     blocks, input tokens). A request's leading cached blocks are refreshed as they are counted (no block is
-    inserted or evicted before its first miss, so the run is the one of the cache before the request). The
-    infinite cache's run goes on from there while the blocks were seen; a block found in the LRU cache was
-    seen, so only the others are marked. A full cache (no room) evicts its oldest block per insertion.
+    inserted or evicted before its first miss, so the run is the one of the cache before the request); the rest
+    go through the cache (refreshed, or inserted evicting the oldest block when there is no room). The infinite
+    cache's run goes on from the LRU run while the blocks were seen, and only the blocks after it are marked
+    seen (the run's blocks were: most of a re-read prefix is never marked twice).
     """
     table, wide = seen.table, seen.wide
     hits = reused = inf_hits = inf_reused = total = inputs = 0
@@ -149,15 +150,23 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
         length = r.input_length
         n = len(ids)
         hit = 0
-        rest = iter(ids)
         if cache is not None:
-            for h in rest:
+            for h in ids:
                 if h in cache:
                     move(h)
                     hit += 1
                 else:
-                    rest = chain((h,), rest)
                     break
+            if hit < n:
+                for h in islice(ids, hit, None):
+                    if h in cache:
+                        move(h)
+                        continue
+                    cache[h] = None
+                    if room:
+                        room -= 1
+                    else:
+                        evict(False)
         inf = hit
         try:
             if wide:
@@ -168,23 +177,23 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
                     inf += 1
         except IndexError:  # beyond the bytearray: never seen
             pass
-        for h in rest:
-            if cache is not None:
-                if h in cache:
-                    move(h)
-                    continue
-                cache[h] = None
-                if room:
-                    room -= 1
-                else:
-                    evict(False)
+        if inf < n:
             try:
                 if wide:
-                    table[h] = 1
+                    for h in islice(ids, inf, None):
+                        table[h] = 1
                 else:
-                    table[h >> 3] |= 1 << (h & 7)
-            except IndexError:
-                table, wide = seen.grow(h)
+                    for h in islice(ids, inf, None):
+                        table[h >> 3] |= 1 << (h & 7)
+            except IndexError:  # an id beyond the table: again one by one (marking twice is harmless)
+                for h in islice(ids, inf, None):
+                    try:
+                        if wide:
+                            table[h] = 1
+                        else:
+                            table[h >> 3] |= 1 << (h & 7)
+                    except IndexError:
+                        table, wide = seen.grow(h)
         hits += hit
         reused += min(hit * block_tokens, length)
         inf_hits += inf
