@@ -191,8 +191,35 @@ def gen_capacity(g: Gen):
     g.opt("--block-tokens", ["16", "64", "256", str(2**24)])
     g.preset("--link", LINKS, ["edge-link.toml", "tiny-link.toml"], p=0.2)
     g.opt("--bandwidth", ["measured", "theoretical"], ["", "x"], p=0.2)
+    if g.r.random() < 0.4:
+        engine_options(g)
     g.kv_layout()
-    g.output(["max_requests", "kv_bytes_per_token"])
+    g.output(["max_requests", "kv_bytes_per_token", "kv_cache_tokens"])
+
+
+ENGINE_MODELS = ["llama-3-8b", "qwen3-8b", "qwen2.5-7b", "gemma-3-27b", "gpt-oss-120b", "qwen3-next-80b-a3b",
+                 "deepseek-v3", "llama-4-scout", "nemotron-3-nano-30b-a3b", "deepseek-v4-flash"]
+
+
+def engine_options(g: Gen):
+    """capacity --engine (issue 11): the engine, its log inputs as sizes, the hybrid pools, --solve."""
+    g.opt("--engine", ["vllm", "sglang", "ideal"], ["", "VLLM", "trt", "é"], p=1)
+    g.preset("--model", ENGINE_MODELS, ["tiny-model.toml"], p=0.5)
+    g.opt("--gpu-memory-utilization", ["0.9", "90%", "0.5", "1"], BAD_FRACTIONS, p=0.3)
+    g.opt("--mem-fraction-static", ["0.88", "0.7", "85%"], BAD_FRACTIONS, p=0.2)
+    g.opt("--max-model-len", CONTEXTS, BAD_TOKENS, p=0.3)
+    g.opt("--max-num-batched-tokens", ["2048", "8k", "128k"], BAD_TOKENS, p=0.2)
+    g.opt("--max-num-seqs", ["1", "256", "1024"], p=0.2)
+    g.opt("--block-size", ["16", "32", "1568"], p=0.2)
+    for flag in ("--total-memory", "--weights-memory", "--activation-memory", "--non-torch-memory",
+                 "--cuda-graph-memory"):
+        g.opt(flag, ["79.19GiB", "14.08GiB", "1GB", "0.07GiB", "0"], BAD_BYTES, p=0.15)
+    g.opt("--swa-full-tokens-ratio", ["0.8", "1", "0.1"], p=0.1)
+    g.opt("--mamba-full-memory-ratio", ["0.9", "0.5"], p=0.1)
+    g.opt("--max-mamba-cache-size", ["0", "100", "4096"], p=0.1)
+    g.opt("--solve", ["max-model-len", "max-concurrency", "gpu-memory-utilization", "mem-fraction-static"],
+          ["", "x", "max_model_len "], p=0.3)
+    g.opt("--concurrency", ["1", "64", "1000"], p=0.2)
 
 
 def gen_blocks(g: Gen):
@@ -235,6 +262,7 @@ def _scenario(g: Gen, strategy: bool, trace: bool):
     g.preset("--model", MODELS, ["tiny-model.toml", "absurd-model.toml"], p=0.3)
     g.preset("--hardware", HARDWARE, ["edge-hw.toml", "big-hw.toml"], p=0.25)
     g.opt("--gpus", ["1", "8", "64", "1000000"], p=0.25)
+    g.opt("--engine", ["vllm", "sglang", "ideal"], ["", "trt"], p=0.15)
     g.opt("--price-per-gpu-hour", ["2", "12.5", "0.01", "10000"], p=0.25)
     g.opt("--mfu-prefill", ["0.2", "20%", "0.001", "1"], BAD_FRACTIONS, p=0.25)
     g.opt("--decode-tokens-per-s", ["60", "0.001", "1e7"], p=0.25)
@@ -244,9 +272,14 @@ def _scenario(g: Gen, strategy: bool, trace: bool):
     g.opt("--pd-overlap-us", ["0", "100", "3.6e9"], p=0.15)
     if trace and g.r.random() < 0.3:
         g.args += ["--trace", g.pick([g.files["trace.jsonl"]], hostile_files(g.files, trace=True))]
-        g.opt("--capacity", ["inf", "3m", "1000", "80GB"], BAD_TOKENS + ["80XB"], p=0.5)
-        g.opt("--block-tokens", ["16", "16", "512"], p=0.7)
+        tiers = g.r.random() < 0.4  # A and C through tiers (issue 12), the pins A may keep
+        g.opt("--capacity", ["inf", "3m", "1000", "80GB"], BAD_TOKENS + ["80XB"], p=0.05 if tiers else 0.5)
+        g.opt("--block-tokens", ["16", "16", "512"], p=1 if tiers else 0.7)
         g.flag("--skip-bad", 0.3)
+        if tiers:
+            tier_options(g, curve=False)
+            g.opt("--sink-tokens", ["0", "16", "4096"], p=0.2)
+            g.opt("--window-tokens", ["0", "512", "65536"], p=0.2)
     elif g.r.random() < 0.6:
         requests = g.pick(["1", "10", "100", "1000", str(10**12)], BAD_NUMBERS)
         g.args += ["--requests", requests, "--context", g.pick(CONTEXTS, BAD_TOKENS)]
@@ -275,15 +308,45 @@ def gen_trace(g: Gen):
     # trace-line hostility (nesting, huge numbers in lines) belongs to the trace reader's own tests; here: options
     # and file-level hostility (directory, FIFO, missing, not UTF-8, empty)
     g.args += ["trace", g.pick([g.files["trace.jsonl"]], hostile_files(g.files, trace=True))]
-    g.opt("--block-tokens", ["16", "16", "16", "512"], p=0.8)
-    g.opt("--capacity", ["inf", "3m", "1000", "100,inf", "80GB"], BAD_TOKENS + ["80XB", "inf,inf"], p=0.5)
-    g.opt("--policy", ["lru", "fifo"], ["", "LRU", "random"], p=0.3)
-    g.flag("--curve", 0.2)
-    g.opt("--curve-points", ["1", "5", "20", "10000"], p=0.2)
+    tiers = g.r.random() < 0.4
+    g.opt("--block-tokens", ["16", "16", "16", "512"], p=1 if tiers else 0.8)  # the fixture's blocks: 16
+    single = 0.05 if tiers else 1  # with --tiers, the single-cache options are refused: now and then only
+    g.opt("--capacity", ["inf", "3m", "1000", "100,inf", "80GB"], BAD_TOKENS + ["80XB", "inf,inf"], p=0.5 * single)
+    g.opt("--policy", ["lru", "fifo"], ["", "LRU", "random"], p=0.3 * single)
+    g.flag("--curve", 0.2 * single)
+    g.opt("--curve-points", ["1", "5", "20", "10000"], p=0.2 * (0.5 if tiers else 1))
     g.flag("--skip-bad", 0.2)
-    g.preset("--model", MODELS, ["tiny-model.toml"], p=0.25)
+    g.preset("--model", MODELS, ["tiny-model.toml"], p=0.6 if tiers else 0.25)
+    if tiers:
+        tier_options(g)
     g.kv_layout()
-    g.output(["token_hit_rate", "block_hit_rate"])
+    g.output(["token_hit_rate", "block_hit_rate", "hit_tokens", "effective_hit_rate"])
+
+
+BAD_TIERS = ["", "hbm,hbm", "ssd,hbm", "dram,hbm", "hbm,nosuch", "é", ",", "hbm,,ssd", "HBM"]
+BAD_TIER_SIZES = ["dram=" + b for b in BAD_BYTES[:20]] + ["nosuch=1TB", "dram", "=1TB", "dram=1TB=2", "ssd=-8TB"]
+
+
+def tier_options(g: Gen, curve: bool = True):
+    """trace --tiers (issue 12): tiers, their sizes, links, copies, the node and the engine, the tier curve (valid
+    values name tiers in --tiers)."""
+    tiers = g.pick(["hbm,dram,ssd", "hbm,dram", "hbm", "hbm,ssd"], BAD_TIERS)
+    g.args += ["--tiers", tiers]
+    names = [t for t in tiers.split(",") if t in ("hbm", "dram", "ssd")] or ["hbm"]
+    lower = [t for t in names if t != "hbm"] or names
+    sizes = {"hbm": ["1m", "20000", "80GB"], "dram": ["1TB", "512GiB", "2m"], "ssd": ["10m", "8TB"]}
+    g.opt("--tier-capacity", [f"{t}={g.r.choice(sizes[t])}" for t in names], BAD_TIER_SIZES, p=0.5)
+    links = {"dram": "pcie-gen5-x16", "ssd": "nvme-gen4", "hbm": "nvlink4"}
+    g.opt("--tier-link", [f"{t}={links[t]}" for t in lower], ["dram=nosuch", "ssd=", "nosuch=nvme-gen4", "ssd"],
+          p=0.3)
+    g.opt("--tier-copies", ["coalesced", "per-block"], ["", "x"], p=0.2)
+    if not curve:  # compare: the node comes from the scenario options
+        return
+    g.preset("--hardware", HARDWARE, ["edge-hw.toml", "big-hw.toml"], p=0.3)
+    g.opt("--gpus", ["1", "8", "1000000"], p=0.2)
+    g.opt("--engine", ["vllm", "sglang", "ideal"], ["", "trt"], p=0.2)
+    g.opt("--tier-curve", [*names, *(f"{t}=0,1m,2TB" for t in names), *(f"{t}=1,10m" for t in names)],
+          ["", "nosuch", "dram=", "dram=-1", "dram=" + HUGE, "dram=" + ",".join(["1m"] * 2000), "dram=nan"], p=0.3)
 
 
 def gen_presets(g: Gen):
