@@ -263,6 +263,12 @@ def _scenario(g: Gen, strategy: bool, trace: bool):
     g.preset("--hardware", HARDWARE, ["edge-hw.toml", "big-hw.toml"], p=0.25)
     g.opt("--gpus", ["1", "8", "64", "1000000"], p=0.25)
     g.opt("--engine", ["vllm", "sglang", "ideal"], ["", "trt"], p=0.15)
+    for _ in range(g.r.choice([0, 0, 0, 1, 2])):
+        g.args += ["--engine-input", g.pick(["weights-memory=14.08GiB", "total-memory=79.19GiB", "block-size=32",
+                                             "gpu-memory-utilization=0.8", "max-num-seqs=256", "non-torch-memory=0"],
+                                            ["", "=", "x=1", "weights-memory=", "block-size=" + HUGE, "max-num-seqs=-1",
+                                             "total-memory=nan", "gpu-memory-utilization=5", "weight-memory=1GB",
+                                             "cuda-graph-memory=1e400TiB"])]
     g.opt("--price-per-gpu-hour", ["2", "12.5", "0.01", "10000"], p=0.25)
     g.opt("--mfu-prefill", ["0.2", "20%", "0.001", "1"], BAD_FRACTIONS, p=0.25)
     g.opt("--decode-tokens-per-s", ["60", "0.001", "1e7"], p=0.25)

@@ -1,7 +1,7 @@
 """``kvcalc compare``: strategies A (lru) and C (prefix-tree) side by side on one scenario, with deltas."""
 
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
-from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
+from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineInputOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
                                       OutputOpt, PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt,
                                       SinkOpt, SkipBadOpt, TierCapacityOpt, TierCopiesOpt, TierLinkOpt, TiersOpt,
                                       TraceBlockOpt, TraceCapacityOpt, TraceOpt, TtftOpt, WarmOpt, WindowOpt, WorkloadOpt)
@@ -15,7 +15,7 @@ def compare(
     shared_prefix: SharedOpt = None, trace: TraceOpt = None, capacity: TraceCapacityOpt = None,
     block_tokens: TraceBlockOpt = None, skip_bad: SkipBadOpt = False, kv_dtype: KvDtypeOpt = None,
     mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None, mtp: MtpOpt = False,
-    engine: EngineOpt = None, fmt: FormatOpt = "table",
+    engine: EngineOpt = None, engine_input: EngineInputOpt = None, fmt: FormatOpt = "table",
     check: CheckOpt = None, explain: ExplainOpt = False,
     tiers: TiersOpt = None, tier_capacity: TierCapacityOpt = None, tier_link: TierLinkOpt = None,
     tier_copies: TierCopiesOpt = "coalesced", sink_tokens: SinkOpt = 0, window_tokens: WindowOpt = 0,
@@ -59,7 +59,7 @@ def compare(
     o = overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, price=price_per_gpu_hour,
                   mfu=mfu_prefill, decode=decode_tokens_per_s, warm=warm, attention=attention_flops,
                   requests=requests, context=context, output=output_tokens, shared=shared_prefix,
-                  pd_link=pd_link, pd_overlap_us=pd_overlap_us, ttft_model=ttft_model, engine=engine,
+                  pd_link=pd_link, pd_overlap_us=pd_overlap_us, ttft_model=ttft_model, engine=engine, engine_sets=engine_input,
                   kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp))
     if tiers is not None:
         from kvcalc.trace.tier_compare import tier_compare_result

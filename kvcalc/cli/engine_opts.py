@@ -67,3 +67,59 @@ def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_frac
         non_torch_bytes=size(non_torch_memory, "--non-torch-memory", True),
         cuda_graph_bytes=size(cuda_graph_memory, "--cuda-graph-memory", True),
         swa_full_tokens_ratio=swa_ratio, mamba_full_memory_ratio=mamba_ratio, max_mamba_cache_size=mamba_size)
+
+
+# --engine-input NAME=VALUE (cost, compare, trace): capacity's engine flags, named without their dashes
+ENGINE_INPUTS = ("gpu-memory-utilization", "mem-fraction-static", "max-model-len", "max-num-batched-tokens",
+                 "max-num-seqs", "block-size", "total-memory", "weights-memory", "activation-memory",
+                 "non-torch-memory", "cuda-graph-memory", "swa-full-tokens-ratio", "mamba-full-memory-ratio",
+                 "max-mamba-cache-size")
+_INTS = ("max-num-seqs", "block-size", "max-mamba-cache-size")
+_FLOATS = ("swa-full-tokens-ratio", "mamba-full-memory-ratio")
+
+
+def engine_input_sets(engine: Optional[str], gpus: int, sets: Optional[list[str]]):
+    """``--engine-input NAME=VALUE`` (repeatable) -> EngineInputs, or None without any: the values an engine's
+    start-up log printed, for the KV pool that cost, compare and trace size with ``--engine`` (the rest estimated,
+    as in ``kvcalc capacity --engine``). Bad names, values or a missing --engine name the flag."""
+    import difflib
+
+    from kvcalc.out.errors import InputError
+
+    if not sets:
+        return None
+    if engine in (None, "ideal"):
+        raise InputError("--engine-input: the engine's own inputs; add --engine vllm or --engine sglang")
+    values: dict[str, str] = {}
+    for text in sets:
+        name, sep, value = str(text).partition("=")
+        name, value = name.strip().lstrip("-"), value.strip()
+        if not sep or not value:
+            raise InputError(f"--engine-input: {str(text)[:60]!r}: give NAME=VALUE, e.g. weights-memory=14.08GiB")
+        if name not in ENGINE_INPUTS:
+            close = difflib.get_close_matches(name, ENGINE_INPUTS, n=2)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else f"; one of {', '.join(ENGINE_INPUTS)}"
+            raise InputError(f"--engine-input: unknown input {name[:60]!r}{hint}")
+        if name in values:
+            raise InputError(f"--engine-input: {name} given twice")
+        values[name] = value
+    numbers: dict[str, object] = {}
+    for name in (*_INTS, *_FLOATS):
+        if name in values:
+            try:
+                numbers[name] = int(values[name]) if name in _INTS else float(values[name])
+            except ValueError:
+                raise InputError(f"--engine-input {name}: cannot read {values[name][:40]!r} as a "
+                                 f"{'whole number' if name in _INTS else 'number'}") from None
+    v = values.get
+    try:
+        return engine_inputs(engine, gpus, 4096, v("gpu-memory-utilization", "0.9"), v("mem-fraction-static"),
+                             v("max-model-len"), v("max-num-batched-tokens"), numbers.get("max-num-seqs"),
+                             numbers.get("block-size"), v("total-memory"), v("weights-memory"),
+                             v("activation-memory"), v("non-torch-memory"), v("cuda-graph-memory"),
+                             (numbers.get("swa-full-tokens-ratio"), numbers.get("mamba-full-memory-ratio"),
+                              numbers.get("max-mamba-cache-size")))
+    except InputError as e:  # name the input as the user wrote it: "--engine-input total-memory: ..."
+        if e.message.startswith("--"):
+            e.message = "--engine-input " + e.message[2:]
+        raise

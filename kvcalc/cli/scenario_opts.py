@@ -26,6 +26,7 @@ TtftOpt = Annotated[Optional[str], typer.Option("--ttft-model", help="processor-
 AttnOpt = Annotated[Optional[bool], typer.Option("--attention-flops/--no-attention-flops", help="count attention FLOPs in prefill", show_default=False, rich_help_panel=P)]
 EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="KV budget: ideal (HBM x utilisation minus weights) | vllm | "
                      "sglang (the engine's KV pool, inputs estimated; see kvcalc capacity --engine)", rich_help_panel=P)]
+EngineInputOpt = Annotated[Optional[list[str]], typer.Option("--engine-input", help="with --engine: a value the engine's start-up log printed, NAME=VALUE (repeatable), NAME one of capacity's engine flags without dashes, e.g. weights-memory=14.08GiB, gpu-memory-utilization=0.9, total-memory=79.19GiB; the rest estimated", show_default=False, rich_help_panel=P)]
 W = "Inline workload (instead of --workload)"
 RequestsOpt = Annotated[Optional[int], typer.Option("--requests", help=f"number of requests (1 to {MAX_REQUESTS:,})", rich_help_panel=W)]
 ContextOpt = Annotated[Optional[str], typer.Option("--context", "-c", help=f"context tokens per request (4k = 4,096; at most {MAX_TOKENS:,})", rich_help_panel=W)]
@@ -46,8 +47,9 @@ TierCopiesOpt = Annotated[str, typer.Option("--tier-copies", help="coalesced (on
 
 def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None, mfu=None, decode=None, warm=None,
               attention=None, requests=None, context=None, output=None, shared=None, pd_link=None,
-              pd_overlap_us=None, kv_options=None, ttft_model=None, engine=None):
+              pd_overlap_us=None, kv_options=None, ttft_model=None, engine=None, engine_sets=None):
     """Validate the flags -> scenario.Overrides (InputError naming the flag)."""
+    from kvcalc.cli.engine_opts import engine_input_sets
     from kvcalc.model.attention import KvOptions
     from kvcalc.out.errors import InputError
     from kvcalc.out.units import check_positive, parse_fraction, parse_tokens, us_to_s
@@ -86,7 +88,7 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
                      decode_tokens_per_s=decode, warm=warm, attention_flops=attention,
                      kv_options=kv_options or KvOptions(), pd_link=pd_link,
                      pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None,
-                     ttft_model=ttft_model, engine=engine)
+                     ttft_model=ttft_model, engine=engine, engine_inputs=engine_input_sets(engine, 1, engine_sets))
 
 
 def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm):

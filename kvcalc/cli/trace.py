@@ -73,6 +73,10 @@ def trace(
         "--engine", help="the node's KV budget (--hardware capacity, --tiers hbm tier): ideal (HBM x utilisation - "
         "weights) | vllm | sglang (the KV pool the engine allocates, inputs estimated; see kvcalc capacity "
         "--engine)", show_default=False, rich_help_panel=R)] = None,
+    engine_input: Annotated[Optional[list[str]], typer.Option(
+        "--engine-input", help="with --engine: a value the engine's start-up log printed, NAME=VALUE (repeatable), "
+        "NAME one of capacity's engine flags without dashes, e.g. weights-memory=14.08GiB; the rest estimated",
+        show_default=False, rich_help_panel=R)] = None,
 ):
     """Replay a request trace through a prefix cache: hit rate per capacity, or a hit-rate curve.
 
@@ -118,6 +122,9 @@ def trace(
             raise InputError(f"--engine: {engine!r} is not one of {', '.join(ENGINES)}")
         if tiers is None and hardware is None:
             raise InputError("--engine: sizes the node's KV budget; give --model and --hardware (or --tiers)")
+    from kvcalc.cli.engine_opts import engine_input_sets
+
+    logged = engine_input_sets(engine, gpus, engine_input)
     if tiers is not None:
         from kvcalc.cli.scenario_opts import overrides
         from kvcalc.serve.scenario import resolve
@@ -130,7 +137,7 @@ def trace(
         req = parse_request(str(file), tiers, tier_capacity, tier_link, block_tokens, tier_copies, skip_bad,
                             curve=tier_curve, curve_points=curve_points)
         cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts,
-                                                  engine=engine))
+                                                  engine=engine, engine_sets=engine_input))
         from kvcalc.cli.common import Progress
 
         bar = Progress("tiered replay")
@@ -169,7 +176,7 @@ def trace(
         pool = "" if engine in (None, "ideal") else f" {engine} pool"
         specs = [*specs, CapacitySpec(f"{gpus} x {catalog.name_of(hardware)}{pool}", tokens=node_cache_tokens(
             catalog.load_model(model), catalog.load_hardware(hardware), gpus, block_tokens, opts,
-            engine=engine or "ideal"))]
+            engine=engine or "ideal", engine_inputs=logged))]
     inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,
                       curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad)
     loaded = (catalog.name_of(model), catalog.load_model(model)) if model else None

@@ -56,12 +56,13 @@ def engine_groups(engine: str, model: ModelPreset, opts: att.KvOptions) -> list[
 
 
 def pool_bytes_per_gpu(engine: str, model: ModelPreset, opts: att.KvOptions, hw: HardwarePreset,
-                       tp: int) -> float:
-    """The KV pool the engine allocates on one GPU, its inputs estimated from the presets [B]: vLLM's blocks x block
-    bytes
-    (the KV budget ``cost``, ``compare`` and ``trace`` use with --engine); SGLang's hybrid pools: the full pool's
-    tokens x its bytes + the sliding pool's, its Mamba state pool left out."""
-    s = sizing(engine, model, engine_groups(engine, model, opts), hw, ec.EngineInputs(engine=engine, tp=tp))
+                       tp: int, given: ec.EngineInputs | None = None) -> float:
+    """The KV pool the engine allocates on one GPU [B]: vLLM's blocks x block bytes (the KV budget ``cost``,
+    ``compare`` and ``trace`` use with --engine); SGLang's hybrid pools: the full pool's tokens x its bytes + the
+    sliding pool's, its Mamba state pool left out. Inputs from ``given`` (``--engine-input``, values read from a
+    log; its engine and TP are replaced by ``engine`` and ``tp``), the others estimated from the presets."""
+    einp = replace(given, engine=engine, tp=tp) if given is not None else ec.EngineInputs(engine=engine, tp=tp)
+    s = sizing(engine, model, engine_groups(engine, model, opts), hw, einp)
     return max(0.0, s["pool_bytes"])
 
 

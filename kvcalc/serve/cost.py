@@ -56,6 +56,7 @@ class CostInputs:
     pd_overlap_s: Optional[float] = None
     workload_title: Optional[str] = None  # replaces workload.display_name (e.g. a replayed trace's)
     engine: str = "ideal"                 # KV budget: ideal, or what vLLM/SGLang allocate (memory/engine_*.py)
+    engine_inputs: Optional[object] = None  # an EngineInputs: --engine-input values read from a log (else estimated)
     ttft_model: str = "processor-sharing"  # processor-sharing | fcfs | even-split (serve/ttft.py)
     scenario_name: str = ""               # the scenario the assumptions come from (named in the assumptions)
 
@@ -67,7 +68,7 @@ def kv_budget_bytes_per_gpu(inp: CostInputs, groups) -> float:
         return max(0.0, inp.hardware.hbm_bytes * inp.hbm_utilization - inp.model.weight_bytes / inp.gpus)
     from kvcalc.memory.engine_report import pool_bytes_per_gpu
 
-    return pool_bytes_per_gpu(inp.engine, inp.model, inp.kv_options, inp.hardware, inp.gpus)
+    return pool_bytes_per_gpu(inp.engine, inp.model, inp.kv_options, inp.hardware, inp.gpus, inp.engine_inputs)
 
 
 def roofline_decode_tokens_per_s(inp: CostInputs, groups, mix: strategies.RequestMix) -> float:
@@ -229,8 +230,9 @@ def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
                          f"{'HBM' if inp.engine == 'ideal' else inp.engine + ' KV pool'} budget ({fmt_bytes(r['kv_budget_bytes_per_gpu'])} per GPU): "
                          f"{fmt_bytes(r['kv_spill_bytes_per_gpu'])} per GPU spills to DRAM/SSD")
     if inp.engine != "ideal":
-        notes.append(f"KV budget = the {inp.engine} KV pool with its inputs estimated from the presets "
-                     "(kvcalc capacity --engine walks it term by term)")
+        notes.append(f"KV budget = the {inp.engine} KV pool with its inputs "
+                     f"{'from --engine-input, the rest ' if inp.engine_inputs is not None else ''}"
+                     "estimated from the presets (kvcalc capacity --engine walks it term by term)")
     m = inp.model
     if m.as_stated_kv_bytes_per_token is not None:
         notes.append("the model is an as-stated flat figure: no attention FLOPs, no roofline decode")

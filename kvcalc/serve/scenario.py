@@ -38,6 +38,7 @@ class Overrides:
     pd_link: Optional[str] = None
     pd_overlap_s: Optional[float] = None
     engine: Optional[str] = None   # ideal | vllm | sglang: the KV budget
+    engine_inputs: Optional[object] = None  # an EngineInputs (--engine-input), None: estimated
     ttft_model: Optional[str] = None
 
 
@@ -83,7 +84,8 @@ def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInpu
         decode_tokens_per_s=o.decode_tokens_per_s if o.decode_tokens_per_s is not None else sc.decode_tokens_per_s,
         mfu_decode=sc.mfu_decode, hbm_bandwidth_utilization=sc.hbm_bandwidth_utilization,
         hbm_utilization=sc.hbm_utilization, warm=o.warm if o.warm is not None else sc.warm,
-        kv_options=o.kv_options, engine=o.engine or "ideal", pd_link_name=catalog.name_of(pd_ref) if pd_ref else None,
+        kv_options=o.kv_options, engine=o.engine or "ideal", engine_inputs=o.engine_inputs,
+        pd_link_name=catalog.name_of(pd_ref) if pd_ref else None,
         pd_link=catalog.load_link(pd_ref) if pd_ref else None,
         pd_overlap_s=o.pd_overlap_s if o.pd_overlap_s is not None else
         (units.us_to_s(sc.pd_overlap_us) if sc.pd_overlap_us is not None else None),

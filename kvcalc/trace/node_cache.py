@@ -23,9 +23,10 @@ from kvcalc.out.errors import InputError
 
 def node_cache_tokens(model: ModelPreset, hw: HardwarePreset, gpus: int, block_tokens: int,
                       opts: att.KvOptions = att.KvOptions(), hbm_utilization: float = 0.9,
-                      engine: str = "ideal") -> int:
+                      engine: str = "ideal", engine_inputs=None) -> int:
     """Tokens of whole ``block_tokens`` blocks the node's KV budget (ideal, or the ``engine``'s KV pool) holds
-    [tokens] (InputError if the weights leave no room)."""
+    [tokens] (InputError if the weights leave no room); ``engine_inputs``: the engine's inputs read from a log
+    (an EngineInputs, --engine-input), None: estimated."""
     groups = att.resolve_groups(model, opts)
     if engine == "ideal":
         budget_gpu = capacity_arrays(groups, model.weight_bytes, hw.hbm_bytes, block_tokens, gpus, hbm_utilization,
@@ -33,7 +34,7 @@ def node_cache_tokens(model: ModelPreset, hw: HardwarePreset, gpus: int, block_t
     else:
         from kvcalc.memory.engine_report import pool_bytes_per_gpu
 
-        budget_gpu = pool_bytes_per_gpu(engine, model, opts, hw, gpus)
+        budget_gpu = pool_bytes_per_gpu(engine, model, opts, hw, gpus, engine_inputs)
     if budget_gpu <= 0:
         what = "KV budget" if engine == "ideal" else f"{engine} KV pool"
         raise InputError(f"--hardware: the weights leave no {what} on {gpus} x {hw.display_name}")

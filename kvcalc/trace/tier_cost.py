@@ -71,6 +71,7 @@ class TierNode:
     hbm_utilization: float = 0.9
     kv_options: att.KvOptions = att.KvOptions()
     engine: str = "ideal"  # the hbm tier: ideal budget, or the vllm/sglang KV pool (--engine)
+    engine_inputs: Optional[object] = None  # that pool's inputs read from a log (--engine-input), None: estimated
 
 
 def parse_tier_names(text: str) -> list[str]:
@@ -147,12 +148,13 @@ def resolve_tiers(node: TierNode, names: list[str], capacities: dict[str, str], 
             blocks, held, source = given_capacity(name, capacities[name], node.block_tokens, block)
         elif name == "hbm":
             blocks = node_cache_tokens(node.model, hw, node.gpus, node.block_tokens, node.kv_options,
-                                       node.hbm_utilization, node.engine) // node.block_tokens
+                                       node.hbm_utilization, node.engine, node.engine_inputs) // node.block_tokens
             held = blocks * block
             source = (f"KV budget after weights: ({hw.hbm_gb:g} GB x {node.hbm_utilization:g} - "
                       f"{fmt_bytes(node.model.weight_bytes)} weights / {node.gpus}) per GPU / each GPU's "
                       f"tensor-parallel share of a block") if node.engine == "ideal" else (
-                f"the {node.engine} KV pool per GPU (kvcalc capacity --engine {node.engine}, inputs estimated) / "
+                f"the {node.engine} KV pool per GPU (kvcalc capacity --engine {node.engine}, inputs "
+                f"{'from --engine-input, the rest ' if node.engine_inputs is not None else ''}estimated) / "
                 "each GPU's tensor-parallel share of a block")
         else:
             per_gpu_bytes = hw.host_dram_bytes_per_gpu if name == "dram" else hw.local_ssd_bytes_per_gpu

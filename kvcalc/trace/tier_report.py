@@ -56,7 +56,7 @@ class TierRequest:
 def node_of(inp: CostInputs, block_tokens: int) -> TierNode:
     """The scenario's node and model as tiers see them."""
     return TierNode(inp.model_name, inp.model, inp.hardware_name, inp.hardware, inp.gpus, block_tokens,
-                    inp.hbm_utilization, inp.kv_options, inp.engine)
+                    inp.hbm_utilization, inp.kv_options, inp.engine, inp.engine_inputs)
 
 
 def tier_figures(inp: CostInputs, node: TierNode) -> tuple[float, float, float]:
