@@ -388,3 +388,24 @@ def test_sweep_over_models_uses_the_same_derived_scenario_as_the_command():
         single = run_cli("cost", "--model", model, "--format", "json").json()["results"][0]
         assert row["prefill_time_s"] == single["prefill_time_s"] and row["usd_per_mtok_blended"] == single[
             "usd_per_mtok_blended"]
+
+
+@given(st.lists(st.one_of(st.integers(1, 60), st.sampled_from([64, 128, 96, 7 * 11 * 13, 2**40, 3**25, 2**61])),
+                min_size=1, max_size=200))
+def test_walk_dry_run_in_numpy_equals_the_python_one(groups):
+    """start_tests' dry run over many levels keeps its counts in a numpy array: the same tests and the same first
+    pair of non-dividing counts as the plain loop (divisor chains, repeats, primes, counts up to 2^61)."""
+    from kvcalc.serve import strategies
+
+    assert strategies._walk_tests_numpy(groups) == strategies._walk_tests(groups)
+
+
+def test_walk_dry_run_by_hand():
+    from kvcalc.serve import strategies
+
+    # kept [4]; 6: 4 does not divide 6 -> 6 x 1 tests, kept [4, 6]; 12: both divide it -> closed form, kept [12];
+    # 12 again divides 12 -> nothing; 5: 12 does not divide 5 -> 5 x 1 tests, kept [12, 5]: 6 + 5 = 11 tests,
+    # the first pair (4, 6)
+    for walk in (strategies._walk_tests, strategies._walk_tests_numpy):
+        assert walk([4, 6, 12, 12, 5]) == (11, (4, 6))
+        assert walk([1, 2, 4, 8]) == (0, None)
