@@ -398,6 +398,12 @@ def test_walk_dry_run_in_numpy_equals_the_python_one(groups):
     from kvcalc.serve import strategies
 
     assert strategies._walk_tests_numpy(groups) == strategies._walk_tests(groups)
+    plain = strategies._walk_tests
+    try:  # and the plain loop all the way (it hands over to numpy past _NUMPY_KEPT kept counts)
+        strategies._NUMPY_KEPT = 10**9
+        assert plain(groups) == strategies._walk_tests_numpy(groups)
+    finally:
+        strategies._NUMPY_KEPT = 64
 
 
 def test_walk_dry_run_by_hand():
@@ -409,3 +415,6 @@ def test_walk_dry_run_by_hand():
     for walk in (strategies._walk_tests, strategies._walk_tests_numpy):
         assert walk([4, 6, 12, 12, 5]) == (11, (4, 6))
         assert walk([1, 2, 4, 8]) == (0, None)
+    # 200 primes from 2 on: level j tests its p against the j primes kept before it (past 64 kept: numpy)
+    primes = [p for p in range(2, 1300) if all(p % q for q in range(2, int(p**0.5) + 1))][:200]
+    assert strategies._walk_tests(primes) == (sum(j * p for j, p in enumerate(primes)), (2, 3))

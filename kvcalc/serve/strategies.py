@@ -119,9 +119,12 @@ def _union_counts(w: WorkloadPreset, bounds: list[int]) -> list[list[int]]:
 
 def _walk_tests(groups: list[int]) -> tuple[int, tuple[int, int] | None]:
     """(membership tests :func:`first_counts`'s walk costs, the first pair of counts that do not divide each
-    other or None) for these levels' group counts: the kept counts as first_counts keeps them."""
+    other or None) for these levels' group counts: the kept counts as first_counts keeps them. Once more than
+    _NUMPY_KEPT counts are kept (many mutually non-dividing levels), the rest goes on in numpy."""
     walk_tests, kept, worst = 0, [], None
-    for g in groups:
+    for i, g in enumerate(groups):
+        if len(kept) > _NUMPY_KEPT and max(groups) < _INT64_SAFE:
+            return _walk_tests_numpy(groups[i:], kept, walk_tests, worst)
         if not any(k % g == 0 for k in kept):
             if not all(g % k == 0 for k in kept):
                 walk_tests += g * len(kept)
@@ -130,15 +133,17 @@ def _walk_tests(groups: list[int]) -> tuple[int, tuple[int, int] | None]:
     return walk_tests, worst
 
 
-_NUMPY_LEVELS = 64      # more levels than this: _walk_tests with the kept counts in a numpy array
+_NUMPY_KEPT = 64        # more kept counts than this: _walk_tests goes on with them in a numpy array
 
 
-def _walk_tests_numpy(groups: list[int]) -> tuple[int, tuple[int, int] | None]:
-    """:func:`_walk_tests` for many levels (1,000 levels keep ~500 counts: 5 x 10^5 Python modulos, ~75 ms): each
-    level's tests against the kept counts in a few array operations. Counts below 2^62 (int64)."""
+def _walk_tests_numpy(groups: list[int], kept: list[int] = (), walk_tests: int = 0,
+                      worst: tuple[int, int] | None = None) -> tuple[int, tuple[int, int] | None]:
+    """:func:`_walk_tests` from a state (kept counts, tests so far, first pair) on, each level tested against the
+    kept counts in a few array operations: 1,000 levels with groups 1..1,000 keep ~500 counts, 5 x 10^5 Python
+    modulos (~75 ms), here ~25 ms. Counts below 2^62 (int64)."""
     import numpy as np
 
-    walk_tests, kept, worst = 0, np.empty(0, dtype=np.int64), None
+    kept = np.asarray(kept, dtype=np.int64)
     for g in groups:
         if kept.size and not (kept % g).all():          # g divides a kept count: adds nothing
             continue
@@ -157,8 +162,7 @@ def start_tests(w: WorkloadPreset) -> tuple[int, int]:
     (about 22 ns per test, 70 ns per listed start, measured on 2 x 10^7 and 1.9 x 10^7)."""
     groups = [seg.groups for seg in w.shared]
     listing = sum(groups)
-    walk_tests, worst = (_walk_tests_numpy if len(groups) > _NUMPY_LEVELS and max(groups) < _INT64_SAFE
-                         else _walk_tests)(groups)
+    walk_tests, worst = _walk_tests(groups)
     cost = min(walk_tests, _LIST_COST * listing)
     if cost > MAX_GROUP_START_TESTS:
         raise InputError(f"shared prefix: group counts {worst[0]:,} and {worst[1]:,} do not divide each other; "
