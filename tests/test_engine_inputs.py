@@ -84,3 +84,12 @@ def test_trace_hbm_tier_from_the_logged_pool(tmp_path: Path):
     row = json_of("trace", str(path), "--tiers", "hbm", *NODE, "--engine", "vllm", *SETS)["results"][0]
     assert (row["tier"], row["capacity_blocks"]) == ("hbm", 882)   # as above: 59,217,281,024 B / 67,108,864 B
     assert "from --engine-input" in row["capacity_source"]
+
+
+def test_every_engine_input_is_a_capacity_flag():
+    """--engine-input's names are capacity's engine flags without their dashes (one list, kept in step)."""
+    from kvcalc.cli.engine_opts import ENGINE_INPUTS
+
+    r = run_cli("capacity", "--help")
+    flags = {w.strip(",") for w in r.out.split() if w.startswith("--")}
+    assert [n for n in ENGINE_INPUTS if f"--{n}" not in flags] == []

@@ -78,12 +78,14 @@ _INTS = ("max-num-seqs", "block-size", "max-mamba-cache-size")
 _FLOATS = ("swa-full-tokens-ratio", "mamba-full-memory-ratio")
 
 
-def engine_input_sets(engine: Optional[str], gpus: int, sets: Optional[list[str]]):
+def engine_input_sets(engine: Optional[str], sets: Optional[list[str]]):
     """``--engine-input NAME=VALUE`` (repeatable) -> EngineInputs, or None without any: the values an engine's
     start-up log printed, for the KV pool that cost, compare and trace size with ``--engine`` (the rest estimated,
-    as in ``kvcalc capacity --engine``). Bad names, values or a missing --engine name the flag."""
+    as in ``kvcalc capacity --engine``; the pool's function sets the TP size). Bad names, values or a missing
+    --engine name the flag."""
     import difflib
 
+    from kvcalc.memory.engine_common import EngineInputs
     from kvcalc.out.errors import InputError
 
     if not sets:
@@ -113,7 +115,9 @@ def engine_input_sets(engine: Optional[str], gpus: int, sets: Optional[list[str]
                                  f"{'whole number' if name in _INTS else 'number'}") from None
     v = values.get
     try:
-        return engine_inputs(engine, gpus, 4096, v("gpu-memory-utilization", "0.9"), v("mem-fraction-static"),
+        default = EngineInputs()
+        return engine_inputs(engine, default.tp, default.max_model_len, v("gpu-memory-utilization",
+                             default.gpu_memory_utilization), v("mem-fraction-static"),
                              v("max-model-len"), v("max-num-batched-tokens"), numbers.get("max-num-seqs"),
                              numbers.get("block-size"), v("total-memory"), v("weights-memory"),
                              v("activation-memory"), v("non-torch-memory"), v("cuda-graph-memory"),

@@ -88,7 +88,7 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
                      decode_tokens_per_s=decode, warm=warm, attention_flops=attention,
                      kv_options=kv_options or KvOptions(), pd_link=pd_link,
                      pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None,
-                     ttft_model=ttft_model, engine=engine, engine_inputs=engine_input_sets(engine, 1, engine_sets))
+                     ttft_model=ttft_model, engine=engine, engine_inputs=engine_input_sets(engine, engine_sets))
 
 
 def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm):

@@ -124,7 +124,7 @@ def trace(
             raise InputError("--engine: sizes the node's KV budget; give --model and --hardware (or --tiers)")
     from kvcalc.cli.engine_opts import engine_input_sets
 
-    logged = engine_input_sets(engine, gpus, engine_input)
+    logged = engine_input_sets(engine, engine_input)
     if tiers is not None:
         from kvcalc.cli.scenario_opts import overrides
         from kvcalc.serve.scenario import resolve

@@ -265,18 +265,9 @@ def fmt_bytes(n: float) -> str:
     """Bytes -> decimal text: exact integer below 10 kB, then kB/MB/GB/TB (1e3 steps)."""
     if n is None:
         return "-"
-    a = abs(n)
-    if a < 10_000 and float(n) == int(n):
+    if abs(n) < 10_000 and float(n) == int(n):
         return f"{int(n):,} B"
-    if a != a or a == math.inf:  # NaN, infinity: as _scaled says them
-        return _scaled(n, _BYTE_STEPS, "B")
-    for factor, prefix in _BYTE_STEPS:  # _scaled(n, _BYTE_STEPS, "B", 4) inlined: a table formats many
-        if a >= factor:
-            return f"{n / factor:.4g} {prefix}B".replace(".0 ", " ")
-    return f"{n:.4g} B".replace(".0 ", " ")
-
-
-_BYTE_STEPS = ((TB, "T"), (GB, "G"), (MB, "M"), (KB, "k"))
+    return _scaled(n, [(TB, "T"), (GB, "G"), (MB, "M"), (KB, "k")], "B", 4).replace(".0 ", " ")
 
 
 def fmt_bytes_exact(n: float) -> str:
