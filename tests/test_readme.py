@@ -65,6 +65,12 @@ def shown_matches(shown: list[str], real: list[str]) -> str | None:
     return None
 
 
+def shared_paths(args: list[str]) -> list[str]:
+    """The paths under ../shared that a command names, bare or as an option's value (``--set file=../shared/x``,
+    ``--trace=../shared/x``): the guard must see every form, or a clone without the folder fails instead of skipping."""
+    return [a[a.index("../shared/"):] for a in args if "../shared/" in a]
+
+
 EXAMPLES = examples(README.read_text()) if README.is_file() else []
 
 
@@ -83,6 +89,11 @@ def test_excerpt_rules():
     assert examples(text) == [(2, "kvcalc kv --context 4k | cut -c1-3", ["out"])]
 
 
+def test_shared_paths_in_every_form():
+    args = ["kvcalc", "trace", "../shared/t.jsonl", "--set", "file=../shared/u.jsonl", "--trace=../shared/v", "x=y"]
+    assert shared_paths(args) == ["../shared/t.jsonl", "../shared/u.jsonl", "../shared/v"]
+
+
 @pytest.mark.parametrize("line,command,shown", EXAMPLES, ids=[f"README:{n}" for n, _, _ in EXAMPLES])
 def test_readme_example(monkeypatch, line, command, shown):
     command, pipe, rest = command.partition(" | ")  # `kvcalc ... | cut -d, -f1-3`: the shell does the rest
@@ -90,8 +101,7 @@ def test_readme_example(monkeypatch, line, command, shown):
         pytest.skip(f"README line {line} pipes kvcalc's output through a POSIX shell: {rest}")
     args = shlex.split(command)
     assert args[0] == "kvcalc"
-    shared = [a for a in args if a.startswith("../shared/")]
-    for a in shared:
+    for a in shared_paths(args):
         if not (REPO / a).exists():
             pytest.skip(f"README line {line} needs the shared folder next to the repository: {a} is absent")
     monkeypatch.chdir(REPO)
