@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import REPO
 from doc_examples import check_example, examples, shared_paths, shown_matches
@@ -34,3 +36,19 @@ def test_shared_paths_in_every_form():
 @pytest.mark.parametrize("line,command,shown", EXAMPLES, ids=[f"README:{n}" for n, _, _ in EXAMPLES])
 def test_readme_example(monkeypatch, line, command, shown):
     check_example(monkeypatch, f"README line {line}", command, shown)
+
+
+def test_the_readme_fits_on_one_page_and_lists_every_command():
+    from kvcalc.cli.app import COMMANDS
+
+    text = README.read_text()
+    assert len(text.splitlines()) <= 250
+    table = [line for line in text.splitlines() if line.startswith("| `kvcalc ")]
+    for name in COMMANDS:
+        assert any(line.startswith(f"| `kvcalc {name}") for line in table), f"README's command table lacks {name}"
+
+
+def test_ci_runs_the_readmes_test_command():
+    blocks = [b.strip() for b in re.findall(r"^```\n(.*?)^```", README.read_text(), re.DOTALL | re.MULTILINE)]
+    command = next(b for b in blocks if "pytest" in b)
+    assert command in (REPO / ".ci" / "run").read_text().splitlines(), command
