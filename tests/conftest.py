@@ -18,6 +18,13 @@ settings.load_profile("kvcalc")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+# Real traces for tests that hold on any trace: the Mooncake slice shipped in examples/ always, the whole trace
+# when the shared folder is beside the repository (skipped, with the reason, when it is not).
+SLICE = REPO / "examples" / "traces" / "mooncake-last500.jsonl"
+MOONCAKE_FULL = SHARED / "traces" / "mooncake_synthetic_trace.jsonl"
+REAL_TRACES = [pytest.param(SLICE, id="slice"),
+               pytest.param(MOONCAKE_FULL, id="mooncake", marks=pytest.mark.skipif(
+                   not MOONCAKE_FULL.is_file(), reason=f"shared Mooncake trace not present: {MOONCAKE_FULL}"))]
 
 
 @dataclass

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import assert_bad_input, run_cli
-from test_cli_trace import MOONCAKE, four, write  # noqa: F401 (four is a fixture)
+from conftest import REAL_TRACES, assert_bad_input, run_cli
+from test_cli_trace import four, write  # noqa: F401 (four is a fixture)
 
 
 def tiers_json(*args: str) -> dict:
@@ -97,13 +97,14 @@ def test_bad_tier_specs(four: str, args, words) -> None:
     assert_bad_input(run_cli("trace", four, *args), *words)
 
 
-@pytest.mark.skipif(not MOONCAKE.exists(), reason="shared Mooncake trace not present")
-def test_mooncake_tiers_add_up_to_the_summed_capacity() -> None:
-    # V4 Flash on 8 x H100 (the default scenario): HBM 28,964 blocks; tokens capacities for DRAM and SSD
-    out = tiers_json(str(MOONCAKE), "--tiers", "hbm,dram,ssd", "--tier-capacity", "dram=3m,ssd=10m")
+@pytest.mark.parametrize("path", REAL_TRACES)
+@pytest.mark.parametrize("caps", ["dram=3m,ssd=10m", "hbm=300k,dram=1m,ssd=3m"])
+def test_mooncake_tiers_add_up_to_the_summed_capacity(path, caps) -> None:
+    # V4 Flash on 8 x H100 (the default scenario): HBM 28,964 blocks, or 300k tokens; tokens for DRAM and SSD
+    out = tiers_json(str(path), "--tiers", "hbm,dram,ssd", "--tier-capacity", caps)
     rows = out["results"]
     total_blocks = sum(r["capacity_blocks"] for r in rows)
-    single = run_cli("trace", str(MOONCAKE), "--capacity", str(total_blocks * 512), "--format", "json")
+    single = run_cli("trace", str(path), "--capacity", str(total_blocks * 512), "--format", "json")
     assert sum(r["hit_tokens"] for r in rows) == json.loads(single.out)["results"][0]["reused_tokens"]
 
 

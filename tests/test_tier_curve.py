@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import assert_bad_input, run_cli
+from conftest import REAL_TRACES, assert_bad_input, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvcalc.out.errors import InputError
 from kvcalc.trace.tier_curve import tier_curve_of_requests, vary_tier
 from kvcalc.trace.tiers import tiered_profile_of_requests
-from test_cli_trace import MOONCAKE, four  # noqa: F401 (four is a fixture)
+from test_cli_trace import four  # noqa: F401 (four is a fixture)
 from test_tier_cost import tiers_json
 from test_tiers import brute_force_tiers, prefix_traces, req
 from test_trace import traces
@@ -93,15 +93,16 @@ def test_cli_dram_curve_by_hand(four: str) -> None:
     assert [r["hit_tokens"] for r in rows] == [r["single_cache_reused_tokens"] for r in rows] == [0, 8, 17, 17]
 
 
-@pytest.mark.skipif(not MOONCAKE.exists(), reason="shared Mooncake trace not present")
+@pytest.mark.parametrize("path", REAL_TRACES)
 @pytest.mark.parametrize("tier", ["hbm", "dram"])
-def test_mooncake_curve_points_equal_separate_tiered_runs(tier: str) -> None:
-    # Llama-3-70B on 8 x H100: HBM 2,591 blocks, so DRAM and SSD serve a third of the input (README)
+def test_mooncake_curve_points_equal_separate_tiered_runs(path, tier: str) -> None:
+    # Llama-3-70B on 8 x H100: HBM 2,592 blocks, so DRAM and SSD serve a third of the whole trace's input (17.1% of
+    # the slice's)
     base = ("--model", "llama-3-70b", "--tiers", "hbm,dram,ssd")
-    rows = curve_rows(str(MOONCAKE), *base, "--tier-curve", tier, "--curve-points", "4")
+    rows = curve_rows(str(path), *base, "--tier-curve", tier, "--curve-points", "4")
     assert len(rows) >= 4 and sum(r["point"] == "configured" for r in rows) == 1
     for r in rows[:: max(1, len(rows) // 4)]:  # a few points: each is a full CLI run
-        alone = curve_rows(str(MOONCAKE), *base, "--tier-capacity", f"{tier}={r['capacity_tokens']}")
+        alone = curve_rows(str(path), *base, "--tier-capacity", f"{tier}={r['capacity_tokens']}")
         assert [r[f"{t['tier']}_hit_tokens"] for t in alone] == [t["hit_tokens"] for t in alone]
         assert [r[f"{t['tier']}_hit_requests"] for t in alone] == [t["hit_requests"] for t in alone]
         assert r["time_saved_s"] == pytest.approx(sum(t["time_saved_s"] for t in alone))

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_trace import MOONCAKE, simulate
+from conftest import REAL_TRACES
+from test_trace import simulate
 from test_trace_input import GOOD, HOSTILE
 
 import kvcalc.trace.lean as lean
@@ -155,15 +156,15 @@ def test_string_ids_are_a_bad_line(tmp_path: Path) -> None:
         lean_analysis(path, [4], 4)
 
 
-@pytest.mark.skipif(not MOONCAKE.is_file(), reason=f"reference trace not present: {MOONCAKE}")
-def test_mooncake_lean_equals_engine() -> None:
-    # README figures: 3m -> 31.5%, infinite -> 65.1% (test_trace pins them); here every field agrees
-    for caps in ([3_000_000], [None], [3_000_000, None], [10_000_000], []):
-        lean_result = lean_analysis(MOONCAKE, caps)
-        engine = _engine(str(MOONCAKE), caps, 512)
+@pytest.mark.parametrize("path", REAL_TRACES)
+def test_mooncake_lean_equals_engine(path) -> None:
+    # The whole trace: 3m -> 31.5%, infinite -> 65.1% (test_trace pins them); here every field agrees
+    for caps in ([3_000_000], [None], [3_000_000, None], [10_000_000], [1_000_000], []):
+        lean_result = lean_analysis(path, caps)
+        engine = _engine(str(path), caps, 512)
         assert (lean_result.stats, lean_result.results) == (engine.stats, engine.results)
-    requests = list(read_trace(MOONCAKE))
-    assert lean_analysis(MOONCAKE, [3_000_000], policy="fifo").results == (
+    requests = list(read_trace(path))
+    assert lean_analysis(path, [3_000_000], policy="fifo").results == (
         simulate(requests, 3_000_000, 512, "fifo"),)
 
 
