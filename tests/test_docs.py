@@ -1,6 +1,6 @@
 """The docs site under docs/ is tested: every ``$ kvcalc`` example on every page runs and shows its real output (the
 rules of tests/doc_examples.py, as for the README), and the command reference that the mkdocs hook writes at build
-time (docs/hooks/cli_help.py) is exactly what ``kvcalc CMD --help`` prints, for every command the CLI registers."""
+time (docs/hooks/generated.py) is exactly what ``kvcalc CMD --help`` prints, for every command the CLI registers."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ EXAMPLES = [(p.relative_to(DOCS).as_posix(), *e) for p in PAGES for e in example
 
 
 def _hook():
-    spec = importlib.util.spec_from_file_location("cli_help", DOCS / "hooks" / "cli_help.py")
+    spec = importlib.util.spec_from_file_location("generated", DOCS / "hooks" / "generated.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -54,3 +54,12 @@ def test_the_reference_page_is_every_help(monkeypatch):
         r = run_cli(*title.split()[1:], "--help")  # in-process, not the hook's subprocess: two roads, one text
         assert r.code == 0, (title, r.err)
         assert text == r.out.rstrip(), title
+
+
+def test_the_presets_page_lists_every_preset_with_its_source():
+    import tomllib
+
+    page = _hook().expand((DOCS / "presets.md").read_text())
+    for path in sorted((REPO / "presets").glob("*/*.toml")):
+        source = " ".join(tomllib.loads(path.read_text())["source"].split()).replace("|", "\\|")
+        assert f"| `{path.stem}` |" in page and source in page, path
