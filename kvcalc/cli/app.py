@@ -14,6 +14,12 @@ HELP = ("KV-cache cost-and-capacity calculator: KV bytes from the architecture, 
         "Examples:\n\n\b\n  kvcalc compare\n  kvcalc capacity\n  kvcalc kv deepseek-v4-flash --context 4k,1m\n"
         "  kvcalc presets list\n  kvcalc sweep capacity --vary context=1k..1m:log20")  # \b: click keeps the lines
 
+HELP_OPTIONS = ("-h", "--help")
+# -h as --help everywhere; help as wide as the terminal (click caps it at max_content_width, 80 by default;
+# the width is shutil.get_terminal_size's: the terminal's, else $COLUMNS, else 80)
+CONTEXT_SETTINGS = {"help_option_names": list(HELP_OPTIONS), "max_content_width": 10_000}
+COMPLETE_VAR = "_KVCALC_COMPLETE"  # set by the shell's completion script: every command and option is needed
+
 # command name -> (module, attribute); a typer.Typer attribute is a command group
 COMMANDS = {
     "kv": ("kvcalc.cli.kv", "kv"),
@@ -62,14 +68,21 @@ def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
     """A Typer app with every command, or with just ``only`` (the one being run); ``listing``: every command
     as its name and summary only (for the top-level help)."""
     # rich_markup_mode=None: click's plain help formatter; typer's rich one imports markdown and pygments (~100 ms)
-    app = typer.Typer(name="kvcalc", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                      help=HELP, rich_markup_mode=None)
+    # add_completion: typer's --install-completion / --show-completion (bash, zsh, fish, powershell); typer imports
+    # its completion module anyway, so the two options cost ~nothing at start-up (bench/bench_startup.py)
+    app = typer.Typer(name="kvcalc", no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
+                      help=HELP, rich_markup_mode=None, context_settings=CONTEXT_SETTINGS)
 
     @app.callback()
-    def _root(version: bool = typer.Option(False, "--version", help="print kvcalc's version and exit",
-                                           is_eager=True, callback=_print_version)):
+    def _root(version: bool = typer.Option(False, "--version", "-V", help="print kvcalc's version and exit",
+                                           is_eager=True, callback=_print_version),
+              quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars on stderr (they show "
+                                         "only when stderr is a terminal)")):
         # keeps kvcalc a command group even when one command is registered
-        pass
+        if quiet:
+            from kvcalc.out import progress
+
+            progress.QUIET = True
 
     _root.__doc__ = HELP
     for name, (module, attr) in COMMANDS.items():
@@ -82,7 +95,7 @@ def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
         if isinstance(obj, typer.Typer):
             app.add_typer(obj, name=name)
         else:
-            app.command(name)(obj)
+            app.command(name, cls=getattr(obj, "command_class", None))(obj)
     return app
 
 
@@ -173,9 +186,11 @@ def _run(args: list[str]) -> int:
     # pydantic looks for plugins in every installed distribution's entry points on first validation
     # (~25 ms, more in big environments); kvcalc's presets use none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    only = _command_of(args)
-    command = typer.main.get_command(build_app(only, listing=only is None and args in ([], ["--help"])))
-    if "--help" in args or args in ([], ["presets"]):  # help is printed: options grouped by panel
+    completing = COMPLETE_VAR in os.environ
+    only = None if completing else _command_of(args)
+    listing = only is None and not completing and (args == [] or (len(args) == 1 and args[0] in HELP_OPTIONS))
+    command = typer.main.get_command(build_app(only, listing=listing))
+    if any(a in HELP_OPTIONS for a in args) or args in ([], ["presets"]):  # help: options grouped by panel
         from kvcalc.cli.help import group_options
 
         group_options(command)

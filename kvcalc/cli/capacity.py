@@ -13,6 +13,7 @@ ARTICLE_MODELS = ["mha-96l-64h", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-fl
 
 
 def capacity(
+    ctx: typer.Context,
     model: Annotated[Optional[list[str]], typer.Option(
         "--model", "-m", help="model preset or TOML path (repeatable; default: the article's five generations)",
         show_default=False)] = None,
@@ -90,13 +91,14 @@ def capacity(
     from dataclasses import replace
 
     from kvcalc.cli.common import check_format, emit, kv_options
-    from kvcalc.cli.engine_opts import check_solve
+    from kvcalc.cli.engine_opts import check_solve, refuse_without_engine
     from kvcalc.memory.capacity import CapacityInputs, capacity_result
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
     from kvcalc.out.units import check_positive, parse_bytes, parse_fraction, parse_tokens
 
     check_format(fmt)
+    refuse_without_engine(ctx, engine, solve)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype, kv_group_size, kv_residual_tokens)
     if attention not in ("tp", "dp"):
         raise InputError(f"--attention: {attention!r} is not one of tp, dp")

@@ -13,6 +13,7 @@ TI = "Tiers (HBM -> DRAM -> SSD)"
 
 
 def trace(
+    ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="JSONL trace: one {timestamp (ms), input_length, output_length, "
                                          "hash_ids} object per line (Mooncake format); read as a stream",
                                          show_default=False)],
@@ -104,7 +105,7 @@ def trace(
       kvcalc trace trace.jsonl --model llama-3-70b --tiers hbm,dram,ssd --tier-curve dram --curve-points 10
       kvcalc trace trace.jsonl --tiers hbm,dram,ssd --tier-curve hbm=10m,20m,40m --format csv
     """
-    from kvcalc.cli.common import check_format, emit, kv_options
+    from kvcalc.cli.common import check_format, emit, kv_options, refuse_unless
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
     from kvcalc.out.units import check_positive
@@ -112,6 +113,8 @@ def trace(
                                      trace_result)
 
     check_format(fmt)
+    refuse_unless(ctx, tiers is not None, ["tier_copies", "scenario"], "--tiers")
+    refuse_unless(ctx, tiers is not None or hardware is not None, ["gpus"], "--hardware (or --tiers)")
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
     check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     check_positive(gpus, "--gpus", limit=MAX_GPUS)
@@ -138,18 +141,15 @@ def trace(
                             curve=tier_curve, curve_points=curve_points)
         cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts,
                                                   engine=engine, engine_sets=engine_input))
-        from kvcalc.cli.common import Progress
+        from kvcalc.out import progress
 
-        bar = Progress("tiered replay")
-        try:
+        with progress.shown("tiered replay"):
             if req.curve_tier is None:
-                result = tier_trace_result(req, cost_inputs, bar)
+                result = tier_trace_result(req, cost_inputs)
             else:
                 from kvcalc.trace.tier_report import tier_curve_result
 
-                result = tier_curve_result(req, cost_inputs, bar)
-        finally:
-            bar.done()
+                result = tier_curve_result(req, cost_inputs)
         emit(result, fmt, check, explain)
         return
     for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link), ("--tier-curve", tier_curve)):
@@ -180,7 +180,10 @@ def trace(
     inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,
                       curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad)
     loaded = (catalog.name_of(model), catalog.load_model(model)) if model else None
-    result = trace_result(inp, loaded, opts)
+    from kvcalc.out import progress
+
+    with progress.shown("LRU replay" if policy == "lru" else "FIFO replay"):
+        result = trace_result(inp, loaded, opts)
     if path is not None:
         from kvcalc.out.plot import write_curve
 
