@@ -105,3 +105,126 @@ def test_options_that_need_another_name_it(args, words):
 
 def test_pd_overlap_with_a_scenario_that_has_a_pd_link():
     assert run_cli("compare", "--scenario", "v4-flash-pd-ib", "--pd-overlap-us", "5").code == 0
+
+
+# --- -h, -V, completion, help width, placeholders, whole example commands ------------------------------------
+
+def _commands():
+    """(path of words, click command) of every command and subcommand, the top level first."""
+    import typer
+
+    from kvcalc.cli.app import build_app
+
+    out = []
+
+    def walk(cmd, path):
+        out.append((path, cmd))
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(build_app()), [])
+    return out
+
+
+COMMAND_PATHS = [path for path, _ in _commands()]
+
+
+def _examples(text: str, rendered: bool = False) -> list[str]:
+    """The example commands in a help text: lines starting with `kvcalc `, a line ending in `\\` joined to the
+    next (a continued command), a trailing `# comment` dropped."""
+    out, pending = [], None
+    lines = text.splitlines()
+    # a help's description ends at its first section heading (Arguments:, Options:...); its usage line is skipped
+    end = next((i for i, line in enumerate(lines) if i and line and not line[0].isspace()), len(lines))
+    for line in lines[1:end] if rendered else lines:
+        s = line.strip()
+        if pending is not None:
+            pending += " " + s
+        elif s.startswith("kvcalc "):
+            pending = s
+        else:
+            continue
+        if pending.endswith("\\"):
+            pending = pending[:-1].rstrip()
+            continue
+        out.append(pending.split("  # ")[0].strip())
+        pending = None
+    return out
+
+
+def test_version_flags():
+    from kvcalc.out.version import __version__
+
+    for flag in ("-V", "--version"):
+        r = run_cli(flag)
+        assert r.code == 0 and r.out == f"kvcalc {__version__}\n"
+
+
+@pytest.mark.parametrize("path", COMMAND_PATHS, ids=lambda p: " ".join(p) or "kvcalc")
+def test_dash_h_is_help(path):
+    long, short = run_cli(*path, "--help"), run_cli(*path, "-h")
+    assert long.code == short.code == 0 and long.out == short.out and "Usage: kvcalc" in long.out
+
+
+def test_shell_completion_for_bash_zsh_fish(monkeypatch):
+    top = run_cli("--help").out
+    assert "--install-completion" in top and "--show-completion" in top
+    for shell, marker in (("bash", "complete -o default -F _kvcalc_completion kvcalc"),
+                          ("zsh", "compdef _kvcalc_completion kvcalc"), ("fish", "complete --command kvcalc")):
+        monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
+        r = run_cli("--show-completion", shell)
+        assert r.code == 0 and marker in r.out, (shell, r.out)
+    # what the bash script asks for: every command is built, the sweep target's own options too
+    monkeypatch.setenv("_KVCALC_COMPLETE", "complete_bash")
+    for words, cword, expect in (("kvcalc capacity --eng", "2", "--engine"), ("kvcalc comp", "1", "compare"),
+                                 ("kvcalc sweep kv --mod", "3", "--model")):
+        monkeypatch.setenv("COMP_WORDS", words)
+        monkeypatch.setenv("COMP_CWORD", cword)
+        r = run_cli()
+        assert r.code == 0 and expect in r.out.split(), (words, r.out)
+
+
+def test_help_follows_the_terminal_width(monkeypatch):
+    widths = {}
+    for columns in (60, 100, 200):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        text = run_cli("capacity", "--help").out
+        lines = text.splitlines()
+        prose = [line for i, line in enumerate(lines) if not line.strip().startswith("kvcalc ")
+                 and not (i and lines[i - 1].endswith("\\"))]  # examples are never wrapped (tested below)
+        widths[columns] = max(len(line) for line in prose)
+    assert widths[60] <= 60 and 80 < widths[100] <= 100 and 100 < widths[200] <= 200, widths
+
+
+@pytest.mark.parametrize("path", COMMAND_PATHS, ids=lambda p: " ".join(p) or "kvcalc")
+def test_example_commands_are_whole_lines_at_any_width(path, monkeypatch):
+    """Every example in the docstring appears in --help as one whole command (copy-paste works), at 60, 100 and
+    200 columns; no other line of the help looks like a (broken) command."""
+    import shlex
+
+    from kvcalc.cli.app import COMMANDS
+
+    cmd = dict((tuple(p), c) for p, c in _commands())[tuple(path)]
+    source = _examples(cmd.help or "")
+    assert source or not path or path == ["presets"], f"{path}: no example in its help"
+    for columns in (60, 100, 200):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        shown = _examples(run_cli(*path, "--help").out, rendered=True)
+        assert shown == source, (columns, shown, source)
+        for example in shown:
+            words = shlex.split(example)  # balanced quotes: a whole shell command
+            assert words[0] == "kvcalc" and words[1] in COMMANDS, example
+
+
+def test_every_option_has_a_placeholder():
+    """No <str> / <int>: each option taking a value says what it is read as (kvcalc.cli.help.METAVARS)."""
+    from kvcalc.cli.help import METAVARS
+
+    for path, cmd in _commands():
+        for p in getattr(cmd, "params", []):
+            if p.param_type_name == "option" and not p.is_flag and not p.opts[0].startswith("--install") and \
+                    not p.opts[0].startswith("--show"):
+                assert max(p.opts, key=len) in METAVARS, (path, p.opts)
+    text = run_cli("capacity", "--help").out
+    assert "<str>" not in text and "<int>" not in text
+    assert "--total-memory SIZE" in text and "--gpus INTEGER" in text and "--context TOKENS" in text

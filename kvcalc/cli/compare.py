@@ -44,6 +44,7 @@ def compare(
     C pins the blocks of requests in flight; per-tier hits, load time, TTFT mean/p50/p90/p99 under a FIFO
     prefill queue in arrival order, and $/M from the measured reuse:
 
+    \b
       kvcalc compare --scenario v4-flash-8xh100 --trace trace.jsonl --tiers hbm,dram,ssd
     """
     from kvcalc.cli.common import check_format, emit, kv_options, refuse_unless

@@ -77,6 +77,9 @@ class SweepCommand(typer.core.TyperCommand):
         if target is not None and not any(p.name.startswith(BORROWED) for p in self.params):
             own = {o for p in self.params for o in (*p.opts, *getattr(p, "secondary_opts", ()))}
             self.params = [*self.params, *borrowed_options(target, own)]
+            from kvcalc.cli.help import placeholders
+
+            placeholders(self)
         return super().parse_args(ctx, args)
 
     def _target_in(self, args: list[str]):
@@ -112,7 +115,8 @@ class SweepCommand(typer.core.TyperCommand):
 
 def sweep(
     ctx: typer.Context,
-    target: Annotated[str, typer.Argument(help="kv | capacity | cost | compare | trace", show_default=False)],
+    target: Annotated[str, typer.Argument(help="kv | capacity | cost | compare | trace", metavar="TARGET",
+                                                 show_default=False)],
     vary: Annotated[Optional[list[str]], typer.Option(
         "--vary", "-v", help="NAME=SPEC (repeatable; the grid is their product, first axis slowest). SPEC: a list "
         "4k,32k,128k | a range 1k..1m:log20, 1k..64k:step4k, 0.5..0.9:lin5 | presets h100-sxm,h200-sxm",
@@ -142,25 +146,20 @@ def sweep(
     Fixed inputs: the target's own options (--model, --context, --hardware, ...; see kvcalc sweep TARGET --help)
     or --set NAME=VALUE, one value each.
 
-    kv inputs: model, context, kv-dtype, mla-layout, indexer-dtype, state-dtype, mtp.
-
-    capacity: those and hardware, link, gpus, hbm-utilization, reserve, block-tokens, attention, bandwidth.
-
-    cost, compare: scenario, model, hardware, gpus, workload, requests, context, output-tokens, shared-prefix,
-
-    and price-per-gpu-hour, mfu-prefill, decode-tokens-per-s, warm, attention-flops, pd-link, layouts; cost: strategy.
-
-    trace: file, capacity (3m = 3,000,000 tokens), block-tokens, policy, model, hardware and gpus (the node's KV
-
-    budget as the capacity), the layouts.
+    kv inputs: model, context, kv-dtype, mla-layout, indexer-dtype, state-dtype, mtp. capacity: those and hardware,
+    link, gpus, hbm-utilization, reserve, block-tokens, attention, bandwidth. cost, compare: scenario, model,
+    hardware, gpus, workload, requests, context, output-tokens, shared-prefix, price-per-gpu-hour, mfu-prefill,
+    decode-tokens-per-s, warm, attention-flops, pd-link, the layouts; cost: strategy. trace: file, capacity
+    (3m = 3,000,000 tokens), block-tokens, policy, model, hardware and gpus (the node's KV budget as the
+    capacity), the layouts.
 
     Examples:
 
+    \b
+      kvcalc sweep kv --model llama-3-70b --vary context=4k,32k,128k
       kvcalc sweep kv --vary model=llama-3-70b,deepseek-v4-flash --vary context=1k..1m:log20 --format csv
-
       kvcalc sweep capacity --vary model=deepseek-v3,deepseek-v4-flash --vary context=4k..1m:log12 --plot fit.png
-
-      kvcalc sweep compare --set requests=100 --set context=8k --vary shared-prefix=0..6k:step1k --y ttft_mean_s
+      kvcalc sweep compare --requests 100 --context 8k --vary shared-prefix=0..6k:step1k --y ttft_mean_s
     """
     import sys
 

@@ -92,7 +92,7 @@ def trace(
     Examples:
 
     \b
-      kvcalc trace ../shared/traces/mooncake_synthetic_trace.jsonl    (if you have the shared folder)
+      kvcalc trace ../shared/traces/mooncake_synthetic_trace.jsonl  # if you have the shared folder
       kvcalc trace trace.jsonl --capacity 3m,10m,inf --format json --check 'token_hit_rate >= 0.3'
       kvcalc trace trace.jsonl --curve --curve-points 30 --model deepseek-v4-flash
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
