@@ -41,7 +41,7 @@ SUMMARIES = {
     "kv": "KV cache per request and per token, per layer group; bytes stored vs bytes read per decode step.",
     "capacity": "Requests that fit in a node's HBM after the weights, 16-token block bytes, page-in time per block.",
     "cost": "One strategy on one scenario: prefill tokens and FLOPs, TTFT, KV held, decode speed, $ per M tokens.",
-    "compare": "Strategy A (lru, no prefix reuse) vs C (prefix-tree) on one workload: absolute and relative deltas, "
+    "compare": "Strategy A lru (no prefix reuse) vs C prefix-tree on one workload: absolute and relative deltas, "
                "TTFT per request class, and every assumption with its source.",
     "blocks": "Block size sweep: block bytes (padded as the kernel pages them), block-table overhead, whether the "
               "size is valid for the model (V4: multiple of 128 tokens), last-block waste, and the smallest valid "
@@ -49,7 +49,7 @@ SUMMARIES = {
     "transfer": "Time to move one block, one request's KV and a batch's KV over each link: latency + bytes / "
                 "bandwidth, the share spent in latency, effective bandwidth, separate copies per block vs one "
                 "coalesced copy, and the prefill time that produced the payload.",
-    "trace": "Replay a request trace through a prefix cache: hit rate per capacity, or a hit-rate curve.",
+    "trace": "Replay a request trace through an LRU prefix cache: hit rate per capacity, or a hit-rate curve.",
     "sweep": "Evaluate kv, capacity, cost, compare or a trace replay over a grid of inputs: one row per point, "
              "varied inputs first.",
     "import": "Read a model's config.json into a preset: layer groups, parameters, weight bytes per component.",

@@ -23,8 +23,12 @@ def compare(
     tiers: TiersOpt = None, tier_capacity: TierCapacityOpt = None, tier_link: TierLinkOpt = None,
     tier_copies: TierCopiesOpt = "coalesced", sink_tokens: SinkOpt = 0, window_tokens: WindowOpt = 0,
 ):
-    """Strategy A (lru, no prefix reuse) vs C (prefix-tree) on one workload: absolute and relative deltas,
-    TTFT per request class, and every assumption with its source.
+    """Strategy A lru (no prefix reuse) vs C prefix-tree on one workload: absolute and relative deltas, TTFT per
+    request class, and every assumption with its source.
+
+    A lru (no prefix reuse) prefills every request's whole context; "lru" is how it evicts to DRAM/SSD when the KV
+    outgrows HBM, not a prefix cache (unlike trace's LRU prefix cache). C prefix-tree (a radix tree with reference
+    counts) prefills each shared prefix once. JSON and CSV name them lru and prefix-tree.
 
     With no options: the article's case under the article's own assumptions.
 

@@ -24,7 +24,7 @@ def trace(
         "--capacity", help="cache capacities, comma-separated: tokens, decimal (3m = 3,000,000), bytes with a unit "
         "(80GB = 80e9 B, 80GiB; needs --model) or inf (default: 3m,10m,20m,inf; with --curve: only the curve)",
         show_default=False, rich_help_panel=R)] = None,
-    policy: Annotated[str, typer.Option("--policy", help="lru (refresh on every hit) | fifo (never refresh)",
+    policy: Annotated[str, typer.Option("--policy", help="the prefix cache's eviction: lru (the LRU prefix cache: a hit refreshes a block) | fifo (never refresh)",
                                         rich_help_panel=R)] = "lru",
     curve: Annotated[bool, typer.Option("--curve", help="hit rate vs capacity: a geometric grid of capacities up to "
                                         "the trace's working set, all from one LRU pass (lru only)",
@@ -71,7 +71,7 @@ def trace(
         "--scenario", "-s", help="scenario giving model, hardware, peak and MFU for --tiers (--model, --hardware, "
         "--gpus override it)", rich_help_panel=TI)] = "v4-flash-8xh100",
     engine: Annotated[Optional[str], typer.Option(
-        "--engine", help="the node's KV budget (--hardware capacity, --tiers hbm tier): ideal (HBM x utilisation - "
+        "--engine", help="the node's KV budget (--hardware capacity, --tiers hbm tier): ideal (HBM x utilisation minus "
         "weights) | vllm | sglang (the KV pool the engine allocates, inputs estimated; see kvcalc capacity "
         "--engine)", show_default=False, rich_help_panel=R)] = None,
     engine_input: Annotated[Optional[list[str]], typer.Option(
@@ -79,7 +79,11 @@ def trace(
         "NAME one of capacity's engine flags without dashes, e.g. weights-memory=14.08GiB; the rest estimated",
         show_default=False, rich_help_panel=R)] = None,
 ):
-    """Replay a request trace through a prefix cache: hit rate per capacity, or a hit-rate curve.
+    """Replay a request trace through an LRU prefix cache: hit rate per capacity, or a hit-rate curve.
+
+    The LRU prefix cache keeps the blocks of earlier requests and evicts the least recently used (--policy fifo:
+    the oldest inserted); this is the cache compare --trace gives strategy C, not compare's "A lru (no prefix
+    reuse)", which reuses nothing.
 
     Token and block hit rates per capacity, plus the trace's own figures: requests, duration, input and output
     lengths (mean, percentiles) and its maximum hit rate (infinite cache).

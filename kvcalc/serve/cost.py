@@ -226,7 +226,7 @@ def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
     notes = context_notes(inp.model_name, inp.model, [c.context_tokens for c in inp.workload.classes])
     for r in rows:
         if not r["kv_fits"]:
-            notes.append(f"{r['strategy']}: KV ({fmt_bytes(r['kv_stored_bytes_per_gpu'])} per GPU) exceeds the "
+            notes.append(f"{strategies.STRATEGIES[r['strategy']]}: KV ({fmt_bytes(r['kv_stored_bytes_per_gpu'])} per GPU) exceeds the "
                          f"{'HBM' if inp.engine == 'ideal' else inp.engine + ' KV pool'} budget ({fmt_bytes(r['kv_budget_bytes_per_gpu'])} per GPU): "
                          f"{fmt_bytes(r['kv_spill_bytes_per_gpu'])} per GPU spills to DRAM/SSD")
     if inp.engine != "ideal":
@@ -254,7 +254,7 @@ def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
            f"= {fmt_rate(node, 'FLOP/s')}"]
     for r in rows:
         out += [
-            f"{r['strategy']}: prefill tokens = {fmt_count(r['input_tokens'])} - {fmt_count(r['reused_tokens'])} "
+            f"{dict(strategies.LABELS)[r['strategy']]}: prefill tokens = {fmt_count(r['input_tokens'])} - {fmt_count(r['reused_tokens'])} "
             f"reused = {fmt_count(r['prefill_tokens'])}",
             f"  prefill FLOPs = 2 x {fmt_count(compute.per_token_matmul_params(inp.model))} x "
             f"{fmt_count(r['prefill_tokens'])}"
@@ -285,10 +285,10 @@ def cost_result(inp: CostInputs, strategy: str):
     row, classes = strategy_row(inp, strategy)
     main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}",
                  tuple(Column(*c) for c in COST_COLUMNS), (row,))
-    return Result("cost", _inputs_echo(inp) | {"strategy": strategy}, main,
-                  (_class_table(classes, inp.ttft_model), *_pd_tables(inp, [row]), _assumption_table(inp)),
-                  LazyLines(lambda: _explain(inp, [row])),
-                  tuple(_notes(inp, [row])))
+    return strategies.labelled(Result(
+        "cost", _inputs_echo(inp) | {"strategy": strategy}, main,
+        (_class_table(classes, inp.ttft_model), *_pd_tables(inp, [row]), _assumption_table(inp)),
+        LazyLines(lambda: _explain(inp, [row])), tuple(_notes(inp, [row]))))
 
 
 def _class_table(rows: list[dict], ttft_model: str):
@@ -321,10 +321,12 @@ def compare_result(inp: CostInputs, mixes: dict | None = None):
     c, cc = strategy_row(inp, "prefix-tree", mixes.get("prefix-tree"))
     main = Table("compare", f"A vs C on {_workload_title(inp)}: {inp.model_name} on {inp.gpus} x "
                  f"{inp.hardware_name}", tuple(Column(*x) for x in COST_COLUMNS), (a, c))
-    deltas = Table("deltas", "C - A", (Column("field", "figure", "text"), Column("lru", "A lru", "auto"),
-                                      Column("prefix_tree", "C prefix-tree", "auto"),
+    label = dict(strategies.LABELS)
+    deltas = Table("deltas", "C - A", (Column("field", "figure", "text"), Column("lru", label["lru"], "auto"),
+                                      Column("prefix_tree", label["prefix-tree"], "auto"),
                                       Column("delta", "C - A", "auto"),
                                       Column("relative", "relative", "percent")), tuple(delta_rows(a, c)))
-    return Result("compare", _inputs_echo(inp), main,
-                  (deltas, _class_table(ca + cc, inp.ttft_model), *_pd_tables(inp, [a, c]), _assumption_table(inp)),
-                  LazyLines(lambda: _explain(inp, [a, c])), tuple(_notes(inp, [a, c])))
+    return strategies.labelled(Result(
+        "compare", _inputs_echo(inp), main,
+        (deltas, _class_table(ca + cc, inp.ttft_model), *_pd_tables(inp, [a, c]), _assumption_table(inp)),
+        LazyLines(lambda: _explain(inp, [a, c])), tuple(_notes(inp, [a, c]))))
