@@ -157,6 +157,7 @@ COST_COLUMNS = (
     ("strategy", "strategy", "text"), ("prefill_tokens", "prefill tokens", "int"),
     ("hit_rate", "hit rate", "percent"), ("prefill_flops", "prefill FLOPs", "flops"),
     ("prefill_time_s", "prefill", "s"), ("kv_stored_bytes", "KV held", "bytes"),
+    ("kv_fits", "fits", "bool"),  # the KV held within the per-GPU budget (HBM after weights, or the engine's pool)
     ("usd_per_mtok_input", "$/M in", "usd"), ("usd_per_mtok_output", "$/M out", "usd"),
     ("usd_per_mtok_blended", "$/M blended", "usd"),
 )
@@ -278,12 +279,18 @@ def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
     return out
 
 
+def fit_title(rows: list[dict]) -> str:
+    """What a table's title adds when a strategy's KV does not fit its budget [text] (also in a note after it)."""
+    over = [dict(strategies.LABELS)[r["strategy"]] for r in rows if not r["kv_fits"]]
+    return f": KV does not fit for {' and '.join(over)}, it spills to DRAM/SSD" if over else ""
+
+
 def cost_result(inp: CostInputs, strategy: str):
     """The ``kvcalc cost`` result: one strategy, per-class TTFT, assumptions."""
     from kvcalc.out.results import Column, LazyLines, Result, Table
 
     row, classes = strategy_row(inp, strategy)
-    main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}",
+    main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}{fit_title([row])}",
                  tuple(Column(*c) for c in COST_COLUMNS), (row,))
     return strategies.labelled(Result(
         "cost", _inputs_echo(inp) | {"strategy": strategy}, main,
@@ -320,7 +327,7 @@ def compare_result(inp: CostInputs, mixes: dict | None = None):
     a, ca = strategy_row(inp, "lru", mixes.get("lru"))
     c, cc = strategy_row(inp, "prefix-tree", mixes.get("prefix-tree"))
     main = Table("compare", f"A vs C on {_workload_title(inp)}: {inp.model_name} on {inp.gpus} x "
-                 f"{inp.hardware_name}", tuple(Column(*x) for x in COST_COLUMNS), (a, c))
+                 f"{inp.hardware_name}{fit_title([a, c])}", tuple(Column(*x) for x in COST_COLUMNS), (a, c))
     label = dict(strategies.LABELS)
     deltas = Table("deltas", "C - A", (Column("field", "figure", "text"), Column("lru", label["lru"], "auto"),
                                       Column("prefix_tree", label["prefix-tree"], "auto"),
