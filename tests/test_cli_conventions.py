@@ -98,9 +98,21 @@ def test_capacity_engine_flags_with_engine_still_work():
     (["trace", "t.jsonl", "--tier-copies", "per-block"], ["--tier-copies", "--tiers"]),
     (["trace", "t.jsonl", "--scenario", "article"], ["--scenario", "--tiers"]),
     (["trace", "t.jsonl", "--gpus", "4"], ["--gpus", "--hardware"]),
+    (["transfer", "--dram", "2TB"], ["--dram", "--tiers"]),
+    (["transfer", "--ssd-link", "nvme-gen4"], ["--ssd-link", "--tiers"]),
+    (["kv", "--kv-group-size", "64"], ["--kv-group-size", "--kv-dtype int4-grouped"]),
+    (["capacity", "--kv-residual-tokens", "64", "--kv-dtype", "int4-grouped"], ["--kv-residual-tokens", "kivi"]),
 ])
 def test_options_that_need_another_name_it(args, words):
     assert_bad_input(run_cli(*args), *words)
+
+
+def test_grouped_kv_params_apply_with_their_formats():
+    # Llama-3-8B, int4-grouped with 64-element groups: K (or V) per layer per token = 8 heads x 128 = 1,024
+    # elements x 0.5 B = 512 B + 1,024 / 64 = 16 FP16 scale+zero pairs x 4 B = 64 B -> 576 B; x 2 x 32 layers
+    row = rows("kv", "llama-3-8b", "--kv-dtype", "int4-grouped", "--kv-group-size", "64", "-c", "4k")[0]
+    assert row["kv_bytes_per_token"] == 2 * 32 * 576
+    assert run_cli("transfer", "--tiers", "--dram", "2TB").code == 0
 
 
 def test_pd_overlap_with_a_scenario_that_has_a_pd_link():

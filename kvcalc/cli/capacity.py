@@ -90,7 +90,7 @@ def capacity(
     """
     from dataclasses import replace
 
-    from kvcalc.cli.common import check_format, emit, kv_options
+    from kvcalc.cli.common import check_format, emit, kv_options, refuse_unused_kv_params
     from kvcalc.cli.engine_opts import check_solve, refuse_without_engine
     from kvcalc.memory.capacity import CapacityInputs, capacity_result
     from kvcalc.model import catalog
@@ -122,6 +122,7 @@ def capacity(
     hw = catalog.load_hardware(hardware)
     link_ref = link or hw.host_link
     loaded = [(catalog.name_of(m), catalog.load_model(m)) for m in (model or ARTICLE_MODELS)]
+    refuse_unused_kv_params(ctx, kv_dtype, [m for _, m in loaded])
     args = (loaded, catalog.name_of(hardware), hw, catalog.name_of(link_ref), catalog.load_link(link_ref), inp)
     if engine == "ideal" and solve is None:
         result = capacity_result(*args, opts)

@@ -62,6 +62,19 @@ def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype=None, kv_gr
                      state_dtype=state_dtype, kv_group_size=gs, kv_residual_tokens=residual)
 
 
+GROUPED_FORMATS = ("int4-grouped", "kivi")  # the KV formats --kv-group-size applies to (kivi: --kv-residual-tokens)
+
+
+def refuse_unused_kv_params(ctx, kv_dtype, models) -> None:
+    """--kv-group-size only applies when some layer's KV format is int4-grouped or kivi (--kv-dtype, or the
+    model's own), --kv-residual-tokens only with kivi; else they are refused rather than ignored."""
+    dtypes = {kv_dtype} if kv_dtype else {getattr(g, "kv_dtype", None) or m.kv_dtype
+                                          for m in models for g in (getattr(m, "layer_groups", None) or ())}
+    refuse_unless(ctx, bool(dtypes & set(GROUPED_FORMATS)), ["kv_group_size"],
+                  "--kv-dtype int4-grouped or --kv-dtype kivi")
+    refuse_unless(ctx, "kivi" in dtypes, ["kv_residual_tokens"], "--kv-dtype kivi")
+
+
 def check_format(fmt: str) -> str:
     """Validate --format early (before any work)."""
     from kvcalc.out.errors import InputError
