@@ -240,3 +240,10 @@ def test_every_option_has_a_placeholder():
     text = run_cli("capacity", "--help").out
     assert "<str>" not in text and "<int>" not in text
     assert "--total-memory SIZE" in text and "--gpus INTEGER" in text and "--context TOKENS" in text
+
+
+def test_quiet_holds_for_one_run():
+    from kvcalc.out import progress
+
+    assert run_cli("--quiet", "kv", "llama-3-8b", "-c", "4k").code == 0 and progress.QUIET
+    assert run_cli("kv", "llama-3-8b", "-c", "4k").code == 0 and not progress.QUIET

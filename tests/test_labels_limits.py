@@ -55,7 +55,8 @@ def test_label_else_the_folder(tmp_path):
     ("/data/models/Qwen/Qwen3-8B", "Qwen/Qwen3-8B"),  # a local path: its last two parts
     (f"/root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/{SNAPSHOT}", "Qwen/Qwen3-8B"),
     ("gpt2", "gpt2"),
-    ("", "mine"), (None, "mine"), (7, "mine"),  # empty or not text: the folder
+    ("C:\\models\\Qwen\\Qwen3-8B", "Qwen/Qwen3-8B"),  # written on Windows
+    ("", "mine"), (None, "mine"), (7, "mine"), (".", "mine"), ("./", "mine"),  # empty or not text: the folder
 ])
 def test_config_label(name_or_path, label, tmp_path):
     from kvcalc.model.config_import import config_label

@@ -79,10 +79,9 @@ def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
               quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars on stderr (they show "
                                          "only when stderr is a terminal)")):
         # keeps kvcalc a command group even when one command is registered
-        if quiet:
-            from kvcalc.out import progress
+        from kvcalc.out import progress
 
-            progress.QUIET = True
+        progress.QUIET = quiet  # set on every run (in-process runs share the module)
 
     _root.__doc__ = HELP
     for name, (module, attr) in COMMANDS.items():

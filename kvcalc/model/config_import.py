@@ -49,7 +49,7 @@ def config_label(name_or_path, path: Path) -> str:
     from a Hugging Face hub cache folder above it (``models--Qwen--Qwen3-8B/snapshots/<hash>/``), else its
     folder's name. A hub-cache part wins wherever it appears, so a snapshot's 40-character hash never names a
     model."""
-    from pathlib import PurePath
+    import re
 
     def hub(parts) -> str | None:
         for part in reversed(parts):
@@ -57,9 +57,10 @@ def config_label(name_or_path, path: Path) -> str:
                 return "/".join(part.split("--", 2)[1:])
         return None
 
-    if isinstance(name_or_path, str) and name_or_path.strip(" /\\"):
-        parts = [p for p in PurePath(name_or_path.strip()).parts if p.strip("/\\")]
-        return hub(parts) or "/".join(parts[-2:])
+    if isinstance(name_or_path, str):  # "/" or "\\" separated, wherever the config was written
+        parts = [p for p in re.split(r"[\\/]+", name_or_path.strip()) if p not in ("", ".", "..")]
+        if parts:
+            return hub(parts) or "/".join(parts[-2:])
     return hub(path.resolve().parent.parts) or path.resolve().parent.name or path.stem
 
 
