@@ -98,7 +98,6 @@ def capacity(
     from kvcalc.out.units import check_positive, parse_bytes, parse_fraction, parse_tokens
 
     check_format(fmt)
-    refuse_without_engine(ctx, engine, solve)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype, kv_group_size, kv_residual_tokens)
     if attention not in ("tp", "dp"):
         raise InputError(f"--attention: {attention!r} is not one of tp, dp")
@@ -114,6 +113,7 @@ def capacity(
     from kvcalc.cli.engine_opts import check_sglang_pools
 
     check_sglang_pools(swa_full_tokens_ratio, mamba_full_memory_ratio, max_mamba_cache_size)
+    refuse_without_engine(ctx, engine, solve)  # after the bounds: a 400-digit value is absurd before unused
     inp = CapacityInputs(
         gpus=gpus, context_tokens=parse_tokens(context, "--context"),
         hbm_utilization=parse_fraction(hbm_utilization, "--hbm-utilization"),

@@ -117,11 +117,11 @@ def trace(
                                      trace_result)
 
     check_format(fmt)
-    refuse_unless(ctx, tiers is not None, ["tier_copies", "scenario"], "--tiers")
-    refuse_unless(ctx, tiers is not None or hardware is not None, ["gpus"], "--hardware (or --tiers)")
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
     check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     check_positive(gpus, "--gpus", limit=MAX_GPUS)
+    refuse_unless(ctx, tiers is not None, ["tier_copies", "scenario"], "--tiers")
+    refuse_unless(ctx, tiers is not None or hardware is not None, ["gpus"], "--hardware (or --tiers)")
     if engine is not None:
         from kvcalc.memory.engine_common import ENGINES
 
