@@ -48,7 +48,7 @@ def borrowed_options(target: str, own_opts: set[str]) -> list:
                 continue
             p = copy.copy(param)
             p.name, p.default, p.required, p.show_default = BORROWED + name, None, False, False
-            p.rich_help_panel = f"Fixed inputs of {target} (each as --set NAME=VALUE)"
+            p.rich_help_panel = f"Fixed inputs of {target} (one value each, as --set NAME=VALUE)"
             out.append(p)
             taken.add(name)
     return out
@@ -98,19 +98,18 @@ class SweepCommand(typer.core.TyperCommand):
         return next((w for w in words if w in TARGETS), None)
 
     def invoke(self, ctx):
+        from kvcalc.cli.common import given
         from kvcalc.serve import sweep as sw
 
         fixed = []
         for p in self.params:
             if p.name.startswith(BORROWED):
                 value = ctx.params.pop(p.name)
-                src = ctx.get_parameter_source(p.name)
-                if src is not None and src.name == "COMMANDLINE":
+                if given(ctx, p.name):
                     name, flag = p.name[len(BORROWED):], max(p.opts, key=len)
                     fixed.append((name, flag, _as_text(sw.AXES[ctx.params["target"]][name], value, flag)))
         ctx.meta["kvcalc.sweep.options"] = tuple(fixed)
         return super().invoke(ctx)
-
 
 
 def sweep(
