@@ -2,7 +2,7 @@
 
 Run by hand (not by pytest), from anywhere:
 
-    python bench/bench_trace.py [--trace PATH] [--copies 20] [--runs 7] [--capacity 3m]
+    python bench/bench_trace.py [--trace PATH] [--copies 20] [--runs 7] [--capacity 3m] [--versus DIR]
 
 The default trace is ../shared/traces/mooncake_synthetic_trace.jsonl relative to the repository root; when it
 is absent the script says so and exits 0. The script builds a trace ``--copies`` times larger in a temporary
@@ -19,7 +19,9 @@ Peak memory is the child's own peak resident set (VmHWM, read by the child as it
 - ``reference``: :data:`REFERENCE`, a 40-line script (json.loads + OrderedDict LRU) at the single capacity;
 - ``single``: ``kvcalc trace FILE --capacity C --format json`` (the lean direct replay, statistics too);
 - ``curve``: ``kvcalc trace FILE --curve --format json`` (20 capacities up to the working set, one pass);
-- ``infinite``: ``kvcalc trace FILE --capacity inf --format json``.
+- ``infinite``: ``kvcalc trace FILE --capacity inf --format json``;
+- ``versus`` (with ``--versus DIR``): ``single`` run by the kvcalc of another checkout DIR (e.g. ``git archive
+  main | tar -x -C DIR``), in the same rounds: a before/after of a change, side by side.
 
 Also checked: the reference and ``single`` reuse the same tokens (results identical), and on the 1x trace the
 README's figures (31.5% at 3m, 57.7% at 10m, 65.1% infinite). JSON output is timed so that table rendering,
@@ -133,13 +135,14 @@ sys.exit(code)
 """
 
 
-def run(kind: str, target: str, args: list[str]) -> tuple[float, float, int, str]:
-    """Run a script (kind "path") or module ("module") in a fresh process -> (wall [s], CPU [s], peak RSS [B],
-    stdout)."""
+def run(kind: str, target: str, args: list[str], path: str | None = None) -> tuple[float, float, int, str]:
+    """Run a script (kind "path") or module ("module") in a fresh process (its kvcalc from ``path`` when given)
+    -> (wall [s], CPU [s], peak RSS [B], stdout)."""
     argv = [sys.executable, "-c", WRAPPER, kind, target, *args]
+    env = None if path is None else {**os.environ, "PYTHONPATH": path}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err)
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -154,14 +157,17 @@ def run(kind: str, target: str, args: list[str]) -> tuple[float, float, int, str
     return elapsed, usage.ru_utime + usage.ru_stime, peak, text
 
 
-def commands(trace: Path, capacity: str, reference: Path) -> dict[str, tuple[str, str, list[str]]]:
+def commands(trace: Path, capacity: str, reference: Path, versus: str | None = None) -> dict[str, tuple]:
     kvcalc = ["trace", str(trace)]
-    return {
+    cmds = {
         "reference": ("path", str(reference), [str(trace), str(_tokens(capacity))]),
         "single": ("module", "kvcalc", kvcalc + ["--capacity", capacity, "--format", "json"]),
         "curve": ("module", "kvcalc", kvcalc + ["--curve", "--format", "json"]),
         "infinite": ("module", "kvcalc", kvcalc + ["--capacity", "inf", "--format", "json"]),
     }
+    if versus:
+        cmds["versus"] = (*cmds["single"], versus)
+    return cmds
 
 
 def _tokens(capacity: str) -> int:
@@ -170,16 +176,16 @@ def _tokens(capacity: str) -> int:
     return parse_token_capacity(capacity, "--capacity")
 
 
-def bench(label: str, trace: Path, capacity: str, runs: int, reference: Path) -> dict:
+def bench(label: str, trace: Path, capacity: str, runs: int, reference: Path, versus: str | None = None) -> dict:
     """Paired rounds of every command on one trace; prints and returns medians and ratios."""
-    cmds = commands(trace, capacity, reference)
+    cmds = commands(trace, capacity, reference, versus)
     times: dict[str, list[float]] = {k: [] for k in cmds}
     cpus: dict[str, list[float]] = {k: [] for k in cmds}
     peaks: dict[str, list[int]] = {k: [] for k in cmds}
     outputs: dict[str, str] = {}
     for _ in range(runs):
-        for name, (kind, target, args) in cmds.items():
-            elapsed, cpu, peak, text = run(kind, target, args)
+        for name, (kind, target, args, *path) in cmds.items():
+            elapsed, cpu, peak, text = run(kind, target, args, *path)
             times[name].append(elapsed)
             cpus[name].append(cpu)
             peaks[name].append(peak)
@@ -210,6 +216,9 @@ def bench(label: str, trace: Path, capacity: str, runs: int, reference: Path) ->
     print(f"  curve ({len(curve['results'])} capacities) / single: time {r['curve_time']:.2f}x (cpu "
           f"{r['curve_cpu']:.2f}x; target <= 1.1x)")
     print(f"  infinite / reference: time {r['infinite_time']:.2f}x, peak memory {r['infinite_memory']:.2f}x")
+    if versus:
+        r |= {"versus_time": ratio("single", "versus", times), "versus_cpu": ratio("single", "versus", cpus)}
+        print(f"  single / versus ({versus}): time {r['versus_time']:.3f}x, cpu {r['versus_cpu']:.3f}x")
     print(f"  results identical to the reference: {'yes' if same else 'NO'} (reused {single['reused_tokens']:,} of "
           f"{single['input_tokens']:,} input tokens = {100 * single['token_hit_rate']:.1f}%; infinite "
           f"{100 * infinite['token_hit_rate']:.1f}%)")
@@ -231,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", type=int, default=20, help="size of the scaled trace, in copies")
     parser.add_argument("--runs", type=int, default=7, help="paired rounds (medians over them)")
     parser.add_argument("--capacity", default="3m", help="the single capacity [tokens], e.g. 3m")
+    parser.add_argument("--versus", help="another checkout whose kvcalc also runs `single`, in the same rounds")
     args = parser.parse_args(argv)
     if not args.trace.is_file():
         print(f"trace not found: {args.trace}; nothing to benchmark")
@@ -240,14 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         reference = Path(tmp) / "reference_replay.py"
         reference.write_text(REFERENCE)
-        bench("1x", args.trace, args.capacity, args.runs, reference)
+        bench("1x", args.trace, args.capacity, args.runs, reference, args.versus)
         readme_figures(args.trace)
         scaled = Path(tmp) / f"trace_x{args.copies}.jsonl"
         t0 = time.perf_counter()
         build_scaled_trace(args.trace, args.copies, scaled)
         print(f"\n(built the {args.copies}x trace in {time.perf_counter() - t0:.1f} s, "
               f"{scaled.stat().st_size / 1e6:.0f} MB)")
-        bench(f"{args.copies}x", scaled, args.capacity, args.runs, reference)
+        bench(f"{args.copies}x", scaled, args.capacity, args.runs, reference, args.versus)
     return 0
 
 

@@ -503,3 +503,92 @@ def test_fuzz_command(command, files, monkeypatch):
     assert not failures, f"{len(failures)} of {CASES} failed:\n" + "\n".join(failures[:10])
     # the mix is useful only if it reaches both the computations and the errors
     assert codes[0] >= CASES // 10 and codes[2] >= CASES // 10, codes
+
+
+# ---------------------------------------------------------------- issue 19: the CLI conventions (kept apart)
+
+SWEEP_OWN = {  # each sweep target's own options, as fixed inputs: (flag, valid values, hostile values)
+    "kv": [("--model", MODELS, BAD_NAMES), ("--context", CONTEXTS, BAD_TOKENS), ("--kv-dtype", ["fp8", "bf16"],
+           ["fp7", ""]), ("--mtp", None, None), ("-m", MODELS, BAD_NAMES)],
+    "capacity": [("--model", MODELS, BAD_NAMES), ("--gpus", ["1", "8"], BAD_NUMBERS), ("--hardware", HARDWARE,
+                 BAD_NAMES), ("--hbm-utilization", ["0.9", "80%"], BAD_FRACTIONS), ("--reserve", ["4GB", "0"],
+                 BAD_BYTES), ("--attention", ["tp", "dp"], ["", "xp"])],
+    "cost": [("--strategy", ["lru", "prefix-tree"], ["", "A"]), ("--requests", ["100"], BAD_NUMBERS),
+             ("--context", ["8k"], BAD_TOKENS), ("--warm", None, None), ("--no-attention-flops", None, None)],
+    "compare": [("--requests", ["100"], BAD_NUMBERS), ("--context", ["8k"], BAD_TOKENS),
+                ("--shared-prefix", ["1k", "0"], BAD_TOKENS), ("--cold", None, None), ("--gpus", ["8"], BAD_NUMBERS)],
+    "trace": [("--policy", ["lru", "fifo"], ["", "lfu"]), ("--block-tokens", ["16"], BAD_NUMBERS),
+              ("--model", MODELS, BAD_NAMES)],
+}
+ENGINE_ONLY = ["--gpu-memory-utilization", "--mem-fraction-static", "--total-memory", "--weights-memory",
+               "--max-num-seqs", "--block-size", "--max-model-len", "--concurrency"]
+
+
+def gen_conventions(g: Gen):
+    """-h / -V / --quiet anywhere they may go, sweep with its target's own options (twice, beside --set and
+    --vary of the same input), options given without the one they need, TP sizes the engines refuse."""
+    kind = g.r.choice(["sweep", "sweep", "engine", "needs", "global"])
+    if g.r.random() < 0.2:
+        g.args.append(g.r.choice(["--quiet", "-q"]))
+    if kind == "global":
+        g.args += g.r.choice([["-V"], ["--version"], ["-h"], ["-q", "-V"], ["kv", "-h"], ["sweep", "-h"],
+                              ["sweep", g.r.choice(list(SWEEP_OWN) + ["nosuch", ""]), "-h"], ["presets", "list", "-h"],
+                              ["-V", "kv"], ["--show-completion", g.pick(["bash", "zsh", "fish"], ["tcsh", "", "é"])]])
+        return
+    if kind == "sweep":
+        target = g.pick(list(SWEEP_OWN), ["nosuch", ""])
+        g.args += ["sweep", target]
+        axis = SWEEP_VARY.get(target, ["context=4k"])[-1 if target == "trace" else 0]  # trace: capacity is --set
+        g.args += ["--vary", g.pick([axis], SWEEP_BAD)]
+        if target == "trace":
+            g.args += ["--set", "file=" + g.pick([g.files["trace.jsonl"]], hostile_files(g.files, trace=True)),
+                       "--set", "capacity=3m"]
+        for flag, valid, bad in g.r.sample(SWEEP_OWN.get(target, SWEEP_OWN["kv"]), 2):
+            if valid is None:
+                g.flag(flag, 0.7)
+            else:
+                g.opt(flag, valid, bad, p=0.7 if g.r.random() > 0.1 else 1.0)
+                if g.r.random() < 0.05:  # twice, or also as --set / --vary
+                    g.args += g.r.choice([[flag, valid[0]], ["--set", f"{flag.lstrip('-')}={valid[0]}"]])
+        if target in ("cost", "compare") and "--requests" not in g.args:
+            g.args += ["--set", "requests=10", "--set", "context=4k"] if "--context" not in g.args else \
+                ["--set", "requests=10"]
+        g.opt("--format", ["csv", "json"], ["", "xml"], p=0.9)
+        return
+    if kind == "engine":
+        cmd = g.r.choice(["capacity", "cost", "compare"])
+        g.args += [cmd, "--model", g.pick(["llama-3-70b", "qwen2.5-7b", "deepseek-v3", "llama-3-8b"], BAD_NAMES)]
+        g.args += ["--gpus", g.pick([str(n) for n in (1, 2, 3, 4, 6, 7, 8, 16, 32, 64)], BAD_NUMBERS)]
+        if cmd != "capacity":
+            g.args += ["--hardware", "h100-sxm"]
+        g.opt("--engine", ["vllm", "sglang", "ideal"], ["", "trt"], p=0.9)
+        g.opt("--format", ["json", "table"], [""], p=0.9)
+        return
+    g.args.append("capacity")  # "needs": options without the option they need
+    for flag in g.r.sample(ENGINE_ONLY, g.r.choice([1, 2])):
+        g.args += [flag, g.pick(["0.9", "8k", "70GiB", "1"], BAD_NUMBERS)]
+    g.opt("--engine", ["ideal", "vllm", "sglang"], ["", "x"], p=0.5)
+    g.opt("--solve", ["max-model-len", "gpu-memory-utilization"], ["", "x"], p=0.3)
+    g.opt("--kv-group-size", ["32", "64"], BAD_NUMBERS, p=0.2)
+    g.opt("--kv-dtype", ["kivi", "int4-grouped", "fp8"], [""], p=0.2)
+    g.opt("--format", ["json"], [""], p=0.9)
+
+
+def test_fuzz_cli_conventions(files, monkeypatch):
+    """The properties of test_fuzz_command, on issue 19's options; -h / -V / --show-completion runs print their
+    text and exit 0."""
+    rng = random.Random(f"{SEED}-conventions")
+    failures, codes = [], {0: 0, 1: 0, 2: 0}
+    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
+    for _ in range(CASES):
+        g = Gen(rng, files, hostile=rng.choice([0.0, 0.1, 0.3]))
+        gen_conventions(g)
+        monkeypatch.setenv("COLUMNS", g.pick(["200", "100", "60"], ["0", "", "x", "9" * 5000]))
+        r = run_cli(*g.args)
+        codes[r.code] = codes.get(r.code, 0) + 1
+        problems = check_run(g.args, r) if "-h" not in g.args and "-V" not in g.args else (
+            [] if r.code in (0, 2) and "Traceback" not in r.out + r.err else [f"exit {r.code}"])
+        if problems:
+            failures.append(f"{problems}: kvcalc {' '.join(repr(a)[:80] for a in g.args)}\n  err: {r.err[:300]}")
+    assert not failures, f"{len(failures)} of {CASES} failed:\n" + "\n".join(failures[:10])
+    assert codes[0] >= CASES // 10 and codes[2] >= CASES // 10, codes

@@ -46,8 +46,9 @@ def test_article_compare_at_80_columns_prints_strategies_as_columns(monkeypatch)
     monkeypatch.setenv("COLUMNS", "80")
     out = run_cli("compare").out
     # the 9-column A/C table cannot fit 80 columns with whole numbers: it prints transposed
-    assert "┃ strategy       ┃        lru ┃ prefix-tree ┃" in out
-    assert "│ prefill tokens │    320,000 │     124,000 │" in out  # the article's 320,000 vs 124,000
+    # the strategies as people read them (issue 19): JSON keeps lru / prefix-tree
+    assert "┃ strategy       ┃ A lru (no prefix reuse) ┃ C prefix-tree ┃" in out
+    assert "│ prefill tokens │                 320,000 │       124,000 │" in out  # the article's 320,000 vs 124,000
     assert "$-" not in out and "-$0.02654" in out  # C - A input $/M: 0.01679 - 0.04333
 
 

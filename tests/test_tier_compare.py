@@ -102,25 +102,26 @@ def test_progress_callbacks_every_1000_requests() -> None:
     assert seen == [1000, 2000, 3000]  # 3,993 requests
 
 
-def test_progress_line_only_on_a_terminal_after_a_second(monkeypatch) -> None:
+def test_progress_bar_only_on_a_terminal(monkeypatch, tmp_path: Path) -> None:
+    """The tiered replay's bar (kvcalc.out.progress, fed by the trace reader) on a terminal only, never with
+    --quiet; the bar is erased when the replay ends (the pty test in test_progress.py sees it live)."""
     import io
-    import time
 
-    from kvcalc.cli.common import Progress
+    from kvcalc.out import progress
+    from kvcalc.trace.reader import read_trace
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
 
-    for tty, elapsed, shown in ((True, 0.5, False), (True, 1.5, True), (False, 5.0, False)):
-        err = Tty() if tty else io.StringIO()
-        monkeypatch.setattr("sys.stderr", err)
-        bar = Progress("tiered replay")
-        monkeypatch.setattr(time, "monotonic", lambda e=elapsed, s=bar.start: s + e)
-        bar(2000)
-        bar.done()
-        assert ("tiered replay: 2,000 requests" in err.getvalue()) is shown
-        monkeypatch.undo()
+    path = write(tmp_path / "p.jsonl", [{"timestamp": i, "input_length": 8, "output_length": 1,
+                                          "hash_ids": [i, i + 1]} for i in range(50)])
+    for stream, quiet, shown in ((Tty(), False, True), (io.StringIO(), False, False), (Tty(), True, False)):
+        monkeypatch.setattr(progress, "QUIET", quiet)
+        with progress.shown("tiered replay", stream):
+            rows = list(read_trace(path, 4))
+        assert len(rows) == 50
+        assert ("tiered replay: p.jsonl" in stream.getvalue()) is shown, stream.getvalue()
 
 
 def test_sink_and_window_pins_for_a(tmp_path: Path) -> None:

@@ -14,6 +14,12 @@ HELP = ("KV-cache cost-and-capacity calculator: KV bytes from the architecture, 
         "Examples:\n\n\b\n  kvcalc compare\n  kvcalc capacity\n  kvcalc kv deepseek-v4-flash --context 4k,1m\n"
         "  kvcalc presets list\n  kvcalc sweep capacity --vary context=1k..1m:log20")  # \b: click keeps the lines
 
+HELP_OPTIONS = ("-h", "--help")
+# -h as --help everywhere; help as wide as the terminal (click caps it at max_content_width, 80 by default;
+# the width is shutil.get_terminal_size's: the terminal's, else $COLUMNS, else 80)
+CONTEXT_SETTINGS = {"help_option_names": list(HELP_OPTIONS), "max_content_width": 10_000}
+COMPLETE_VAR = "_KVCALC_COMPLETE"  # set by the shell's completion script: every command and option is needed
+
 # command name -> (module, attribute); a typer.Typer attribute is a command group
 COMMANDS = {
     "kv": ("kvcalc.cli.kv", "kv"),
@@ -35,7 +41,7 @@ SUMMARIES = {
     "kv": "KV cache per request and per token, per layer group; bytes stored vs bytes read per decode step.",
     "capacity": "Requests that fit in a node's HBM after the weights, 16-token block bytes, page-in time per block.",
     "cost": "One strategy on one scenario: prefill tokens and FLOPs, TTFT, KV held, decode speed, $ per M tokens.",
-    "compare": "Strategy A (lru, no prefix reuse) vs C (prefix-tree) on one workload: absolute and relative deltas, "
+    "compare": "Strategy A lru (no prefix reuse) vs C prefix-tree on one workload: absolute and relative deltas, "
                "TTFT per request class, and every assumption with its source.",
     "blocks": "Block size sweep: block bytes (padded as the kernel pages them), block-table overhead, whether the "
               "size is valid for the model (V4: multiple of 128 tokens), last-block waste, and the smallest valid "
@@ -43,7 +49,7 @@ SUMMARIES = {
     "transfer": "Time to move one block, one request's KV and a batch's KV over each link: latency + bytes / "
                 "bandwidth, the share spent in latency, effective bandwidth, separate copies per block vs one "
                 "coalesced copy, and the prefill time that produced the payload.",
-    "trace": "Replay a request trace through a prefix cache: hit rate per capacity, or a hit-rate curve.",
+    "trace": "Replay a request trace through an LRU prefix cache: hit rate per capacity, or a hit-rate curve.",
     "sweep": "Evaluate kv, capacity, cost, compare or a trace replay over a grid of inputs: one row per point, "
              "varied inputs first.",
     "import": "Read a model's config.json into a preset: layer groups, parameters, weight bytes per component.",
@@ -62,14 +68,20 @@ def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
     """A Typer app with every command, or with just ``only`` (the one being run); ``listing``: every command
     as its name and summary only (for the top-level help)."""
     # rich_markup_mode=None: click's plain help formatter; typer's rich one imports markdown and pygments (~100 ms)
-    app = typer.Typer(name="kvcalc", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                      help=HELP, rich_markup_mode=None)
+    # add_completion: typer's --install-completion / --show-completion (bash, zsh, fish, powershell); typer imports
+    # its completion module anyway, so the two options cost ~nothing at start-up (bench/bench_startup.py)
+    app = typer.Typer(name="kvcalc", no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
+                      help=HELP, rich_markup_mode=None, context_settings=CONTEXT_SETTINGS)
 
     @app.callback()
-    def _root(version: bool = typer.Option(False, "--version", help="print kvcalc's version and exit",
-                                           is_eager=True, callback=_print_version)):
+    def _root(version: bool = typer.Option(False, "--version", "-V", help="print kvcalc's version and exit",
+                                           is_eager=True, callback=_print_version),
+              quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars on stderr (they show "
+                                         "only when stderr is a terminal)")):
         # keeps kvcalc a command group even when one command is registered
-        pass
+        from kvcalc.out import progress
+
+        progress.QUIET = quiet  # set on every run (in-process runs share the module)
 
     _root.__doc__ = HELP
     for name, (module, attr) in COMMANDS.items():
@@ -82,7 +94,7 @@ def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
         if isinstance(obj, typer.Typer):
             app.add_typer(obj, name=name)
         else:
-            app.command(name)(obj)
+            app.command(name, cls=getattr(obj, "command_class", None))(obj)
     return app
 
 
@@ -173,9 +185,11 @@ def _run(args: list[str]) -> int:
     # pydantic looks for plugins in every installed distribution's entry points on first validation
     # (~25 ms, more in big environments); kvcalc's presets use none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    only = _command_of(args)
-    command = typer.main.get_command(build_app(only, listing=only is None and args in ([], ["--help"])))
-    if "--help" in args or args in ([], ["presets"]):  # help is printed: options grouped by panel
+    completing = COMPLETE_VAR in os.environ
+    only = None if completing else _command_of(args)
+    listing = only is None and not completing and (args == [] or (len(args) == 1 and args[0] in HELP_OPTIONS))
+    command = typer.main.get_command(build_app(only, listing=listing))
+    if any(a in HELP_OPTIONS for a in args) or args in ([], ["presets"]):  # help: options grouped by panel
         from kvcalc.cli.help import group_options
 
         group_options(command)

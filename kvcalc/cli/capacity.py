@@ -13,6 +13,7 @@ ARTICLE_MODELS = ["mha-96l-64h", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-fl
 
 
 def capacity(
+    ctx: typer.Context,
     model: Annotated[Optional[list[str]], typer.Option(
         "--model", "-m", help="model preset or TOML path (repeatable; default: the article's five generations)",
         show_default=False)] = None,
@@ -89,8 +90,8 @@ def capacity(
     """
     from dataclasses import replace
 
-    from kvcalc.cli.common import check_format, emit, kv_options
-    from kvcalc.cli.engine_opts import check_solve
+    from kvcalc.cli.common import check_format, emit, kv_options, refuse_unused_kv_params
+    from kvcalc.cli.engine_opts import check_solve, refuse_without_engine
     from kvcalc.memory.capacity import CapacityInputs, capacity_result
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
@@ -112,6 +113,7 @@ def capacity(
     from kvcalc.cli.engine_opts import check_sglang_pools
 
     check_sglang_pools(swa_full_tokens_ratio, mamba_full_memory_ratio, max_mamba_cache_size)
+    refuse_without_engine(ctx, engine, solve)  # after the bounds: a 400-digit value is absurd before unused
     inp = CapacityInputs(
         gpus=gpus, context_tokens=parse_tokens(context, "--context"),
         hbm_utilization=parse_fraction(hbm_utilization, "--hbm-utilization"),
@@ -120,6 +122,7 @@ def capacity(
     hw = catalog.load_hardware(hardware)
     link_ref = link or hw.host_link
     loaded = [(catalog.name_of(m), catalog.load_model(m)) for m in (model or ARTICLE_MODELS)]
+    refuse_unused_kv_params(ctx, kv_dtype, [m for _, m in loaded])
     args = (loaded, catalog.name_of(hardware), hw, catalog.name_of(link_ref), catalog.load_link(link_ref), inp)
     if engine == "ideal" and solve is None:
         result = capacity_result(*args, opts)

@@ -62,6 +62,19 @@ def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype=None, kv_gr
                      state_dtype=state_dtype, kv_group_size=gs, kv_residual_tokens=residual)
 
 
+GROUPED_FORMATS = ("int4-grouped", "kivi")  # the KV formats --kv-group-size applies to (kivi: --kv-residual-tokens)
+
+
+def refuse_unused_kv_params(ctx, kv_dtype, models) -> None:
+    """--kv-group-size only applies when some layer's KV format is int4-grouped or kivi (--kv-dtype, or the
+    model's own), --kv-residual-tokens only with kivi; else they are refused rather than ignored."""
+    dtypes = {kv_dtype} if kv_dtype else {getattr(g, "kv_dtype", None) or m.kv_dtype
+                                          for m in models for g in (getattr(m, "layer_groups", None) or ())}
+    refuse_unless(ctx, bool(dtypes & set(GROUPED_FORMATS)), ["kv_group_size"],
+                  "--kv-dtype int4-grouped or --kv-dtype kivi")
+    refuse_unless(ctx, "kivi" in dtypes, ["kv_residual_tokens"], "--kv-dtype kivi")
+
+
 def check_format(fmt: str) -> str:
     """Validate --format early (before any work)."""
     from kvcalc.out.errors import InputError
@@ -96,27 +109,29 @@ def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
-class Progress:
-    """A one-line request counter on stderr for long replays: only on a terminal, and only once a replay has
-    run for a second (so short runs and pipes stay silent). Call it with the requests read; ``done()`` clears it."""
+def given(ctx, name: str) -> bool:
+    """True when parameter ``name`` (its Python name) came from the command line or the environment, not from
+    its default: an option whose default equals a typed value (``--gpu-memory-utilization 0.9``) still counts."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
 
-    def __init__(self, what: str = "replaying"):
-        import time
 
-        self.what = what
-        self.start = time.monotonic()
-        self.shown = False
-        self.on = sys.stderr.isatty()
+def flag_of(ctx, name: str) -> str:
+    """The longest spelling of parameter ``name`` (``--gpu-memory-utilization``), as the user may have typed it."""
+    for param in ctx.command.params:
+        if param.name == name:
+            return max(param.opts, key=len)
+    raise KeyError(name)
 
-    def __call__(self, requests: int) -> None:
-        import time
 
-        if self.on and time.monotonic() - self.start >= 1.0:
-            sys.stderr.write(f"\r{self.what}: {requests:,} requests")
-            sys.stderr.flush()
-            self.shown = True
+def refuse_unless(ctx, applies: bool, names, needs: str) -> None:
+    """Options that only apply with another: when ``applies`` is false, the first of ``names`` (Python names)
+    given on the command line is refused with one line naming what it needs (``needs``: e.g. "--engine vllm or
+    --engine sglang"), instead of being silently ignored."""
+    if applies:
+        return
+    for name in names:
+        if given(ctx, name):
+            from kvcalc.out.errors import InputError
 
-    def done(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+            raise InputError(f"{flag_of(ctx, name)}: only applies with {needs}")

@@ -1,5 +1,7 @@
 """``kvcalc compare``: strategies A (lru) and C (prefix-tree) side by side on one scenario, with deltas."""
 
+import typer
+
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
 from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineInputOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
                                       OutputOpt, PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt,
@@ -8,6 +10,7 @@ from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineInpu
 
 
 def compare(
+    ctx: typer.Context,
     scenario: ScenarioOpt = None, model: ModelOpt = None, hardware: HardwareOpt = None, gpus: GpusOpt = None,
     workload: WorkloadOpt = None, price_per_gpu_hour: PriceOpt = None, mfu_prefill: MfuOpt = None,
     decode_tokens_per_s: DecodeOpt = None, warm: WarmOpt = None, attention_flops: AttnOpt = None, ttft_model: TtftOpt = None,
@@ -20,8 +23,12 @@ def compare(
     tiers: TiersOpt = None, tier_capacity: TierCapacityOpt = None, tier_link: TierLinkOpt = None,
     tier_copies: TierCopiesOpt = "coalesced", sink_tokens: SinkOpt = 0, window_tokens: WindowOpt = 0,
 ):
-    """Strategy A (lru, no prefix reuse) vs C (prefix-tree) on one workload: absolute and relative deltas,
-    TTFT per request class, and every assumption with its source.
+    """Strategy A lru (no prefix reuse) vs C prefix-tree on one workload: absolute and relative deltas, TTFT per
+    request class, and every assumption with its source.
+
+    A lru (no prefix reuse) prefills every request's whole context; "lru" is how it evicts to DRAM/SSD when the KV
+    outgrows HBM, not a prefix cache (unlike trace's LRU prefix cache). C prefix-tree (a radix tree with reference
+    counts) prefills each shared prefix once. JSON and CSV name them lru and prefix-tree.
 
     With no options: the article's case under the article's own assumptions.
 
@@ -41,14 +48,16 @@ def compare(
     C pins the blocks of requests in flight; per-tier hits, load time, TTFT mean/p50/p90/p99 under a FIFO
     prefill queue in arrival order, and $/M from the measured reuse:
 
+    \b
       kvcalc compare --scenario v4-flash-8xh100 --trace trace.jsonl --tiers hbm,dram,ssd
     """
-    from kvcalc.cli.common import check_format, emit, kv_options
+    from kvcalc.cli.common import check_format, emit, kv_options, refuse_unless
     from kvcalc.cli.scenario_opts import overrides, trace_flags
     from kvcalc.serve.cost import compare_result
     from kvcalc.serve.scenario import resolve
 
     check_format(fmt)
+    refuse_unless(ctx, tiers is not None, ["tier_copies"], "--trace FILE --tiers")
     from kvcalc.out.units import MAX_TOKENS, check_positive
 
     for flag, value in (("--sink-tokens", sink_tokens), ("--window-tokens", window_tokens)):
@@ -71,13 +80,11 @@ def compare(
             raise InputError("--tiers: needs --trace FILE, and takes --tier-capacity instead of --capacity")
         req = parse_request(trace, tiers, tier_capacity, tier_link, traced[1], tier_copies, skip_bad, sink_tokens,
                             window_tokens)
-        from kvcalc.cli.common import Progress
+        from kvcalc.out import progress
 
-        bar = Progress("A and C replay")
-        try:
-            result = tier_compare_result(resolve(scenario, o), req, bar)
-        finally:
-            bar.done()
+        inp = resolve(scenario, o)
+        with progress.shown("A and C tiered replay"):
+            result = tier_compare_result(inp, req)
         emit(result, fmt, check, explain)
         return
     for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link), ("--sink-tokens", sink_tokens),
@@ -91,5 +98,10 @@ def compare(
         return
     from kvcalc.trace.cost import trace_compare_result
 
+    from kvcalc.out import progress
+
     spec, block = traced
-    emit(trace_compare_result(resolve(scenario, o), trace, spec, block, skip_bad), fmt, check, explain)
+    inp = resolve(scenario, o)
+    with progress.shown("C's LRU replay"):
+        result = trace_compare_result(inp, trace, spec, block, skip_bad)
+    emit(result, fmt, check, explain)

@@ -11,7 +11,7 @@ from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineInpu
 
 
 def cost(
-    strategy: Annotated[str, typer.Option("--strategy", help="lru (A: no prefix reuse) | prefix-tree (C: radix tree + ref counts)")] = "prefix-tree",
+    strategy: Annotated[str, typer.Option("--strategy", help="lru (shown as \"A lru (no prefix reuse)\": every request prefills its whole context; lru names its eviction to DRAM/SSD, not trace's LRU prefix cache) | prefix-tree (\"C prefix-tree\": radix tree + reference counts)")] = "prefix-tree",
     scenario: ScenarioOpt = None, model: ModelOpt = None, hardware: HardwareOpt = None, gpus: GpusOpt = None,
     workload: WorkloadOpt = None, price_per_gpu_hour: PriceOpt = None, mfu_prefill: MfuOpt = None,
     decode_tokens_per_s: DecodeOpt = None, warm: WarmOpt = None, attention_flops: AttnOpt = None, ttft_model: TtftOpt = None,
@@ -22,6 +22,10 @@ def cost(
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """One strategy on one scenario: prefill tokens and FLOPs, TTFT, KV held, decode speed, $ per M tokens.
+
+    Strategies: A lru (no prefix reuse): every request prefills its whole context, "lru" being how it evicts to
+    DRAM/SSD when the KV outgrows HBM (not a prefix cache); C prefix-tree: a radix tree with reference counts
+    prefills each shared prefix once. JSON and CSV name them lru and prefix-tree.
 
     Examples:
 

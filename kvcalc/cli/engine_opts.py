@@ -69,6 +69,19 @@ def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_frac
         swa_full_tokens_ratio=swa_ratio, mamba_full_memory_ratio=mamba_ratio, max_mamba_cache_size=mamba_size)
 
 
+def refuse_without_engine(ctx, engine: str, solve: Optional[str]) -> None:
+    """capacity: the engine flags apply only with --engine vllm|sglang (with the ideal budget they would be
+    silently ignored); --max-model-len also with --solve (the inverse questions read it); --concurrency only with
+    --solve gpu-memory-utilization. One line naming the option needed, exit 2."""
+    from kvcalc.cli.common import refuse_unless
+
+    engine_flags = [n.replace("-", "_") for n in ENGINE_INPUTS if n != "max-model-len"]
+    refuse_unless(ctx, engine != "ideal", engine_flags, "--engine vllm or --engine sglang")
+    refuse_unless(ctx, engine != "ideal" or solve is not None, ["max_model_len"],
+                  "--engine vllm, --engine sglang or --solve")
+    refuse_unless(ctx, solve == "gpu-memory-utilization", ["concurrency"], "--solve gpu-memory-utilization")
+
+
 # --engine-input NAME=VALUE (cost, compare, trace): capacity's engine flags, named without their dashes
 ENGINE_INPUTS = ("gpu-memory-utilization", "mem-fraction-static", "max-model-len", "max-num-batched-tokens",
                  "max-num-seqs", "block-size", "total-memory", "weights-memory", "activation-memory",

@@ -6,6 +6,43 @@ this keeps the plain formatter and adds the panel headings (Options, Scenario ov
 
 import types
 
+# the placeholder each option shows in help (instead of typer's <str>/<int>): what the value is read as.
+# tests/test_cli_conventions.py checks that every option of every command has one.
+_PRESET = "NAME|FILE"
+METAVARS = {
+    **dict.fromkeys(("--activation-memory", "--cuda-graph-memory", "--non-torch-memory", "--total-memory",
+                     "--weights-memory", "--reserve", "--dram", "--ssd"), "SIZE"),
+    **dict.fromkeys(("--context", "--max-model-len", "--max-num-batched-tokens"), "TOKENS"),
+    **dict.fromkeys(("--gpu-memory-utilization", "--hbm-utilization", "--mem-fraction-static", "--mfu",
+                     "--mfu-prefill", "--max-overhead"), "FRACTION"),
+    **dict.fromkeys(("--hardware", "--model", "--workload", "--scenario", "--link", "--pd-link", "--ssd-link"),
+                    _PRESET),
+    **dict.fromkeys(("--block-size", "--block-tokens", "--concurrency", "--curve-points", "--gpus",
+                     "--kv-group-size", "--max-mamba-cache-size", "--max-num-seqs", "--max-points", "--requests",
+                     "--tables"), "INTEGER"),
+    **dict.fromkeys(("--output-tokens", "--sink-tokens", "--window-tokens", "--kv-residual-tokens"), "TOKENS"),
+    **dict.fromkeys(("--mamba-full-memory-ratio", "--swa-full-tokens-ratio"), "RATIO"),
+    **dict.fromkeys(("--overlap-us", "--pd-overlap-us"), "MICROSECONDS"),
+    **dict.fromkeys(("--kv-dtype", "--indexer-dtype", "--state-dtype"), "DTYPE"),
+    **dict.fromkeys(("--output", "--plot", "--trace"), "FILE"),
+    **dict.fromkeys(("--x", "--y"), "FIELD"),
+    "--attention": "tp|dp", "--bandwidth": "measured|theoretical", "--engine": "ideal|vllm|sglang",
+    "--format": "FORMAT", "--policy": "lru|fifo", "--strategy": "lru|prefix-tree",
+    "--tier-copies": "coalesced|per-block", "--ttft-model": "MODEL", "--solve": "QUESTION", "--mla-layout": "LAYOUT",
+    "--kind": "KIND", "--name": "NAME", "--source": "TEXT", "--check": "'FIELD OP NUMBER'",
+    "--capacity": "CAPACITY", "--decode-tokens-per-s": "TOKENS/S", "--entry-bytes": "BYTES",
+    "--engine-input": "NAME=VALUE", "--price-per-gpu-hour": "USD", "--set": "NAME=VALUE", "--vary": "NAME=SPEC",
+    "--shared-prefix": "TOKENS[:GROUPS]", "--tier-capacity": "TIER=SIZE", "--tier-curve": "TIER[=SIZES]",
+    "--tier-link": "TIER=LINK", "--tiers": "TIERS",
+}
+
+
+def placeholders(command) -> None:
+    """Each option's METAVARS placeholder (options with a value only; a flag has none)."""
+    for param in command.params:
+        if param.param_type_name == "option" and not param.is_flag and param.metavar is None:
+            param.metavar = METAVARS.get(max(param.opts, key=len))
+
 
 def _format_options(self, ctx, formatter) -> None:
     sections: dict[str, list] = {}
@@ -39,5 +76,6 @@ def group_options(command) -> None:
     _no_hyphen_breaks()
     if getattr(command, "params", None) is not None and not hasattr(command, "commands"):
         command.format_options = types.MethodType(_format_options, command)
+        placeholders(command)
     for sub in getattr(command, "commands", {}).values():
         group_options(sub)

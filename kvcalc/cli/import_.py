@@ -25,10 +25,9 @@ def import_(
 
     Examples:
 
+    \b
       kvcalc import ./Qwen3-32B/config.json
-
       kvcalc import ./gpt-oss-120b --output presets/gpt-oss-120b.toml
-
       kvcalc kv ./gpt-oss-120b/config.json --context 4k,128k
     """
     from pathlib import Path

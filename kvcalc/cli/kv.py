@@ -13,6 +13,7 @@ DEFAULT_MODELS = ["mha-96l-64h", "llama-3-70b", "deepseek-v3", "deepseek-v3.2", 
 
 
 def kv(
+    ctx: typer.Context,
     models: Annotated[Optional[list[str]], typer.Argument(
         help="model preset names or TOML paths (default: MHA example, Llama-3-70B, DeepSeek V3, V3.2, V4 Flash, V4 Pro)",
         show_default=False)] = None,
@@ -32,7 +33,7 @@ def kv(
       kvcalc kv llama-3-8b --kv-dtype kivi --kv-group-size 32 --kv-residual-tokens 128 --explain
       kvcalc kv ./my-model.toml --check 'kv_bytes_per_token <= 100000'
     """
-    from kvcalc.cli.common import check_format, emit, kv_options
+    from kvcalc.cli.common import check_format, emit, kv_options, refuse_unused_kv_params
     from kvcalc.model import catalog
     from kvcalc.model.kv import kv_result
     from kvcalc.out.units import parse_token_list
@@ -41,4 +42,5 @@ def kv(
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype, kv_group_size, kv_residual_tokens)
     contexts = parse_token_list(context, "--context")
     loaded = [(catalog.name_of(m), catalog.load_model(m)) for m in (models or DEFAULT_MODELS)]
+    refuse_unused_kv_params(ctx, kv_dtype, [m for _, m in loaded])
     emit(kv_result(loaded, contexts, opts), fmt, check, explain)

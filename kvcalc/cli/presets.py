@@ -29,7 +29,10 @@ def list_(kind: Annotated[Optional[str], typer.Argument(help="only this kind")] 
           check: CheckOpt = None):
     """List the shipped presets with their display names and sources.
 
-    Example: kvcalc presets list models --format json
+    Example:
+
+    \b
+      kvcalc presets list models --format json
     """
     from kvcalc.cli.common import emit
     from kvcalc.model.presets_report import list_result
@@ -44,7 +47,10 @@ def show(name: Annotated[str, typer.Argument(help="preset name or TOML path")], 
                                           "(validated fields, nested ones dotted)")] = "table"):
     """Show one preset: its TOML text, or its validated fields as JSON, CSV or Markdown.
 
-    Example: kvcalc presets show deepseek-v4-flash
+    Example:
+
+    \b
+      kvcalc presets show deepseek-v4-flash
     """
     import dataclasses
     import json
@@ -69,7 +75,10 @@ def validate(files: Annotated[list[str], typer.Argument(help="TOML files to chec
     """Validate preset files: exit 0 and 'FILE: ok (KIND)' per file (or rows file, kind, ok in the other formats),
     or exit 2 with one line naming file, field, reason.
 
-    Example: kvcalc presets validate my-model.toml --kind models
+    Example:
+
+    \b
+      kvcalc presets validate my-model.toml --kind models
     """
     from kvcalc.cli.common import check_format, emit
     from kvcalc.model.presets_report import validate_file, validate_result
@@ -88,7 +97,10 @@ def schema(kind: Annotated[str, typer.Argument(help="models | hardware | links |
                                             "(its top-level fields)")] = "json"):
     """Print the JSON Schema of one preset kind (the TOML files follow it), or a table of its fields.
 
-    Example: kvcalc presets schema models > model.schema.json
+    Example:
+
+    \b
+      kvcalc presets schema models > model.schema.json
     """
     import json
 

@@ -33,8 +33,8 @@ ContextOpt = Annotated[Optional[str], typer.Option("--context", "-c", help=f"con
 OutputOpt = Annotated[Optional[int], typer.Option("--output-tokens", help=f"output tokens per request (default 500; at most {MAX_TOKENS:,})", rich_help_panel=W)]
 SharedOpt = Annotated[Optional[list[str]], typer.Option("--shared-prefix", help="TOKENS[:GROUPS] shared prefix segment (repeatable, nested in order; GROUPS at most --requests)", rich_help_panel=W)]
 T = "Request trace (instead of the workload)"
-TraceOpt = Annotated[Optional[str], typer.Option("--trace", help="JSONL request trace (Mooncake format): its requests replace the workload; C reuses what an LRU cache held for each request, A nothing", show_default=False, rich_help_panel=T)]
-TraceCapacityOpt = Annotated[Optional[str], typer.Option("--capacity", help="LRU cache for C: tokens (3m = 3,000,000), bytes (80GB, via the model's KV block) or inf (default: inf)", show_default=False, rich_help_panel=T)]
+TraceOpt = Annotated[Optional[str], typer.Option("--trace", help="JSONL request trace (Mooncake format): its requests replace the workload; C prefix-tree reuses what an LRU prefix cache held for each request, A lru (no prefix reuse) nothing", show_default=False, rich_help_panel=T)]
+TraceCapacityOpt = Annotated[Optional[str], typer.Option("--capacity", help="the LRU prefix cache for C: tokens (3m = 3,000,000), bytes (80GB, via the model's KV block) or inf (default: inf)", show_default=False, rich_help_panel=T)]
 TraceBlockOpt = Annotated[Optional[int], typer.Option("--block-tokens", help=f"tokens per hash id in the trace (default 512; at most {MAX_BLOCK_TOKENS:,})", show_default=False, rich_help_panel=T)]
 SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="skip and count bad trace lines instead of stopping", rich_help_panel=T)]
 TiersOpt = Annotated[Optional[str], typer.Option("--tiers", help="with --trace: replay A and C through exclusive tiers, fastest first: hbm,dram,ssd", show_default=False, rich_help_panel=T)]

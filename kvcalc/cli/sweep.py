@@ -9,10 +9,113 @@ from kvcalc.out.sweep_spec import MAX_POINTS
 from kvcalc.out.units import MAX_SWEEP_POINTS
 
 C = "Charts"
+# a target's own options a sweep borrows as fixed inputs: its command, and where it lacks one (kv takes its models
+# as arguments), the command whose declaration is used instead; command names of kvcalc.cli.app.COMMANDS
+OPTION_SOURCES = {"kv": ("kv", "cost"), "capacity": ("capacity",), "cost": ("cost",),
+                  "compare": ("compare",), "trace": ("trace",)}
+BORROWED = "fixed__"  # prefix of a borrowed option's parameter name (never one of sweep's own)
+
+
+def _command(name: str):
+    """The click command ``kvcalc NAME`` runs, built from its typer function (the one declaration of its options)."""
+    import importlib
+
+    from kvcalc.cli.app import COMMANDS
+
+    module, attr = COMMANDS[name]
+    app = typer.Typer()
+    app.command(name)(getattr(importlib.import_module(module), attr))
+    return typer.main.get_command(app)
+
+
+def borrowed_options(target: str, own_opts: set[str]) -> list:
+    """Copies of ``target``'s own options that name one of its sweep inputs (``--model``, ``--context``,
+    ``--hardware``...), renamed ``fixed__NAME`` and without defaults (only what is typed counts); spellings that
+    sweep uses itself (``-v``, ``--format``) are left out."""
+    import copy
+
+    from kvcalc.serve import sweep as sw
+
+    if target == "trace":
+        import kvcalc.trace.sweep  # noqa: F401  (registers the trace target)
+    axes, out, taken = sw.AXES.get(target, {}), [], set()
+    for source in OPTION_SOURCES.get(target, ()):
+        for param in _command(source).params:
+            if param.param_type_name != "option":
+                continue
+            name = max(param.opts, key=len).lstrip("-")
+            if name not in axes or name in taken or set(param.opts) & own_opts:
+                continue
+            p = copy.copy(param)
+            p.name, p.default, p.required, p.show_default = BORROWED + name, None, False, False
+            p.rich_help_panel = f"Fixed inputs of {target} (one value each, as --set NAME=VALUE)"
+            out.append(p)
+            taken.add(name)
+    return out
+
+
+def _as_text(d, value, flag: str) -> str:
+    """A borrowed option's parsed value as the text --set would carry: flags as the axis's on/off choice."""
+    from kvcalc.out.errors import InputError
+
+    if isinstance(value, bool):
+        on = next(c for c in d.choices if c in ("on", "warm"))
+        return on if value else next(c for c in d.choices if c != on)
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            raise InputError(f"{flag}: one value as a fixed input; to vary it use --vary {flag.lstrip('-')}=A,B")
+        value = value[0]
+    return str(value)
+
+
+class SweepCommand(typer.core.TyperCommand):
+    """``kvcalc sweep TARGET``: sweep's options plus the target's own (see :func:`borrowed_options`), added once
+    the target is known from the arguments, so ``sweep kv --model llama-3-70b`` and ``sweep kv --help`` see them."""
+
+    def parse_args(self, ctx, args):
+        target = self._target_in(args)
+        if target is not None and not any(p.name.startswith(BORROWED) for p in self.params):
+            own = {o for p in self.params for o in (*p.opts, *getattr(p, "secondary_opts", ()))}
+            self.params = [*self.params, *borrowed_options(target, own)]
+            from kvcalc.cli.help import placeholders
+
+            placeholders(self)
+        return super().parse_args(ctx, args)
+
+    def _target_in(self, args: list[str]):
+        """The TARGET among the arguments: the first word that is not an option's value."""
+        from kvcalc.serve.sweep import TARGETS
+
+        valued = {o for p in self.params if p.param_type_name == "option" and not p.is_flag for o in p.opts}
+        words, skip = [], False
+        for a in args:
+            if skip:
+                skip = False
+            elif a.startswith("-"):
+                skip = a in valued
+            else:
+                words.append(a)
+        return next((w for w in words if w in TARGETS), None)
+
+    def invoke(self, ctx):
+        from kvcalc.cli.common import given
+        from kvcalc.serve import sweep as sw
+
+        fixed = []
+        for p in self.params:
+            if p.name.startswith(BORROWED):
+                value = ctx.params.pop(p.name)
+                if given(ctx, p.name):
+                    name, flag = p.name[len(BORROWED):], max(p.opts, key=len)
+                    fixed.append((name, flag, _as_text(sw.AXES[ctx.params["target"]][name], value, flag)))
+        ctx.meta["kvcalc.sweep.options"] = tuple(fixed)
+        return super().invoke(ctx)
 
 
 def sweep(
-    target: Annotated[str, typer.Argument(help="kv | capacity | cost | compare | trace", show_default=False)],
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(help="kv | capacity | cost | compare | trace", metavar="TARGET",
+                                                 show_default=False)],
     vary: Annotated[Optional[list[str]], typer.Option(
         "--vary", "-v", help="NAME=SPEC (repeatable; the grid is their product, first axis slowest). SPEC: a list "
         "4k,32k,128k | a range 1k..1m:log20, 1k..64k:step4k, 0.5..0.9:lin5 | presets h100-sxm,h200-sxm",
@@ -39,25 +142,23 @@ def sweep(
 
     Every row equals the single-point command with the same inputs; kv and capacity are vectorised.
 
-    kv inputs: model, context, kv-dtype, mla-layout, indexer-dtype, state-dtype, mtp.
+    Fixed inputs: the target's own options (--model, --context, --hardware, ...; see kvcalc sweep TARGET --help)
+    or --set NAME=VALUE, one value each.
 
-    capacity: those and hardware, link, gpus, hbm-utilization, reserve, block-tokens, attention, bandwidth.
-
-    cost, compare: scenario, model, hardware, gpus, workload, requests, context, output-tokens, shared-prefix,
-
-    and price-per-gpu-hour, mfu-prefill, decode-tokens-per-s, warm, attention-flops, pd-link, layouts; cost: strategy.
-
-    trace: file, capacity (3m = 3,000,000 tokens), block-tokens, policy, model, hardware and gpus (the node's KV
-
-    budget as the capacity), the layouts.
+    kv inputs: model, context, kv-dtype, mla-layout, indexer-dtype, state-dtype, mtp. capacity: those and hardware,
+    link, gpus, hbm-utilization, reserve, block-tokens, attention, bandwidth. cost, compare: scenario, model,
+    hardware, gpus, workload, requests, context, output-tokens, shared-prefix, price-per-gpu-hour, mfu-prefill,
+    decode-tokens-per-s, warm, attention-flops, pd-link, the layouts; cost: strategy. trace: file, capacity
+    (3m = 3,000,000 tokens), block-tokens, policy, model, hardware and gpus (the node's KV budget as the
+    capacity), the layouts.
 
     Examples:
 
+    \b
+      kvcalc sweep kv --model llama-3-70b --vary context=4k,32k,128k
       kvcalc sweep kv --vary model=llama-3-70b,deepseek-v4-flash --vary context=1k..1m:log20 --format csv
-
       kvcalc sweep capacity --vary model=deepseek-v3,deepseek-v4-flash --vary context=4k..1m:log12 --plot fit.png
-
-      kvcalc sweep compare --set requests=100 --set context=8k --vary shared-prefix=0..6k:step1k --y ttft_mean_s
+      kvcalc sweep compare --requests 100 --context 8k --vary shared-prefix=0..6k:step1k --y ttft_mean_s
     """
     import sys
 
@@ -79,8 +180,11 @@ def sweep(
     if target == "trace":
         import kvcalc.trace.sweep  # noqa: F401  (registers the trace target)
     axes = sw.parse_axes(target, vary or [], max_points)
-    settings = sw.parse_fixed(target, fixed or [], axes)
-    result = sw.sweep_result(target, axes, settings)
+    settings = sw.parse_fixed(target, fixed or [], axes, ctx.meta.get("kvcalc.sweep.options", ()))
+    from kvcalc.out import progress
+
+    with progress.shown(f"sweep {target}"):
+        result = sw.sweep_result(target, axes, settings)
     numeric = [a for a in axes if a.numeric]
     draw = chart if chart is not None else (fmt == "table" and sys.stdout.isatty() and len(numeric) == 1)
     plan = None
@@ -112,3 +216,6 @@ def sweep(
         sys.stdout.write("\n" + line_chart(series(result.rows, plan, ycol.key), plan.x, ycol, width=width))
     if failed is not None:
         raise failed
+
+
+sweep.command_class = SweepCommand  # kvcalc.cli.app registers the command with this click class

@@ -13,6 +13,7 @@ TI = "Tiers (HBM -> DRAM -> SSD)"
 
 
 def trace(
+    ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="JSONL trace: one {timestamp (ms), input_length, output_length, "
                                          "hash_ids} object per line (Mooncake format); read as a stream",
                                          show_default=False)],
@@ -23,7 +24,7 @@ def trace(
         "--capacity", help="cache capacities, comma-separated: tokens, decimal (3m = 3,000,000), bytes with a unit "
         "(80GB = 80e9 B, 80GiB; needs --model) or inf (default: 3m,10m,20m,inf; with --curve: only the curve)",
         show_default=False, rich_help_panel=R)] = None,
-    policy: Annotated[str, typer.Option("--policy", help="lru (refresh on every hit) | fifo (never refresh)",
+    policy: Annotated[str, typer.Option("--policy", help="the prefix cache's eviction: lru (the LRU prefix cache: a hit refreshes a block) | fifo (never refresh)",
                                         rich_help_panel=R)] = "lru",
     curve: Annotated[bool, typer.Option("--curve", help="hit rate vs capacity: a geometric grid of capacities up to "
                                         "the trace's working set, all from one LRU pass (lru only)",
@@ -70,7 +71,7 @@ def trace(
         "--scenario", "-s", help="scenario giving model, hardware, peak and MFU for --tiers (--model, --hardware, "
         "--gpus override it)", rich_help_panel=TI)] = "v4-flash-8xh100",
     engine: Annotated[Optional[str], typer.Option(
-        "--engine", help="the node's KV budget (--hardware capacity, --tiers hbm tier): ideal (HBM x utilisation - "
+        "--engine", help="the node's KV budget (--hardware capacity, --tiers hbm tier): ideal (HBM x utilisation minus "
         "weights) | vllm | sglang (the KV pool the engine allocates, inputs estimated; see kvcalc capacity "
         "--engine)", show_default=False, rich_help_panel=R)] = None,
     engine_input: Annotated[Optional[list[str]], typer.Option(
@@ -78,7 +79,11 @@ def trace(
         "NAME one of capacity's engine flags without dashes, e.g. weights-memory=14.08GiB; the rest estimated",
         show_default=False, rich_help_panel=R)] = None,
 ):
-    """Replay a request trace through a prefix cache: hit rate per capacity, or a hit-rate curve.
+    """Replay a request trace through an LRU prefix cache: hit rate per capacity, or a hit-rate curve.
+
+    The LRU prefix cache keeps the blocks of earlier requests and evicts the least recently used (--policy fifo:
+    the oldest inserted); this is the cache compare --trace gives strategy C, not compare's "A lru (no prefix
+    reuse)", which reuses nothing.
 
     Token and block hit rates per capacity, plus the trace's own figures: requests, duration, input and output
     lengths (mean, percentiles) and its maximum hit rate (infinite cache).
@@ -91,7 +96,7 @@ def trace(
     Examples:
 
     \b
-      kvcalc trace ../shared/traces/mooncake_synthetic_trace.jsonl    (if you have the shared folder)
+      kvcalc trace ../shared/traces/mooncake_synthetic_trace.jsonl  # if you have the shared folder
       kvcalc trace trace.jsonl --capacity 3m,10m,inf --format json --check 'token_hit_rate >= 0.3'
       kvcalc trace trace.jsonl --curve --curve-points 30 --model deepseek-v4-flash
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
@@ -104,7 +109,7 @@ def trace(
       kvcalc trace trace.jsonl --model llama-3-70b --tiers hbm,dram,ssd --tier-curve dram --curve-points 10
       kvcalc trace trace.jsonl --tiers hbm,dram,ssd --tier-curve hbm=10m,20m,40m --format csv
     """
-    from kvcalc.cli.common import check_format, emit, kv_options
+    from kvcalc.cli.common import check_format, emit, kv_options, refuse_unless
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
     from kvcalc.out.units import check_positive
@@ -115,6 +120,8 @@ def trace(
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
     check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     check_positive(gpus, "--gpus", limit=MAX_GPUS)
+    refuse_unless(ctx, tiers is not None, ["tier_copies", "scenario"], "--tiers")
+    refuse_unless(ctx, tiers is not None or hardware is not None, ["gpus"], "--hardware (or --tiers)")
     if engine is not None:
         from kvcalc.memory.engine_common import ENGINES
 
@@ -138,18 +145,15 @@ def trace(
                             curve=tier_curve, curve_points=curve_points)
         cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts,
                                                   engine=engine, engine_sets=engine_input))
-        from kvcalc.cli.common import Progress
+        from kvcalc.out import progress
 
-        bar = Progress("tiered replay")
-        try:
+        with progress.shown("tiered replay"):
             if req.curve_tier is None:
-                result = tier_trace_result(req, cost_inputs, bar)
+                result = tier_trace_result(req, cost_inputs)
             else:
                 from kvcalc.trace.tier_report import tier_curve_result
 
-                result = tier_curve_result(req, cost_inputs, bar)
-        finally:
-            bar.done()
+                result = tier_curve_result(req, cost_inputs)
         emit(result, fmt, check, explain)
         return
     for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link), ("--tier-curve", tier_curve)):
@@ -180,7 +184,10 @@ def trace(
     inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,
                       curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad)
     loaded = (catalog.name_of(model), catalog.load_model(model)) if model else None
-    result = trace_result(inp, loaded, opts)
+    from kvcalc.out import progress
+
+    with progress.shown("LRU replay" if policy == "lru" else "FIFO replay"):
+        result = trace_result(inp, loaded, opts)
     if path is not None:
         from kvcalc.out.plot import write_curve
 

@@ -9,6 +9,7 @@ from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, MAX_OVERLAP_US, MAX_REQ
 
 
 def transfer(
+    ctx: typer.Context,
     model: Annotated[str, typer.Option("--model", "-m", help="model preset or TOML path")] = "deepseek-v4-flash",
     context: Annotated[str, typer.Option("--context", "-c", help=f"tokens per request (4k = 4,096; at most {MAX_TOKENS:,})")] = "4k",
     requests: Annotated[int, typer.Option("--requests", "-n", help=f"requests in the batch payload (1 to {MAX_REQUESTS:,})")] = 100,
@@ -39,13 +40,14 @@ def transfer(
       kvcalc transfer -m llama-3-70b --block-tokens 16 --link pcie-gen5-x16 --bandwidth theoretical --explain
       kvcalc transfer --link ./my-link.toml --tiers --check 'latency_share < 0.5'
     """
-    from kvcalc.cli.common import check_format, emit, kv_options
+    from kvcalc.cli.common import check_format, emit, kv_options, refuse_unless
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
     from kvcalc.out.units import check_positive, parse_bytes, parse_fraction, parse_tokens, us_to_s
     from kvcalc.serve.transfer import DEFAULT_LINKS, TransferInputs, transfer_result
 
     check_format(fmt)
+    refuse_unless(ctx, tiers, ["dram", "ssd", "ssd_link"], "--tiers")
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
     if bandwidth not in ("measured", "theoretical"):
         raise InputError(f"--bandwidth: {bandwidth!r} is not one of measured, theoretical")

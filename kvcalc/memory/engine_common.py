@@ -163,6 +163,36 @@ def page_bytes_per_token(g: att.GroupLayout, tp: int) -> float:
     return (g.entry_bytes + idx) * att.per_gpu_share(g, tp)
 
 
+ATTENTION_KINDS = ("full", "sliding", "chunked", "mla", "dsa")  # layers whose heads QKVParallelLinear splits
+
+
+def check_tp(model: ModelPreset, groups: list[att.GroupLayout], tp: int, engine: str) -> None:
+    """Refuse a tensor-parallel size the engine refuses at start-up (InputError naming --gpus), per attention group:
+
+    - the query heads must divide by TP: vLLM's ModelConfig.verify_with_parallel_config ("Total number of
+      attention heads (64) must be divisible by tensor parallel size (3)", vllm/config.py), and in both engines
+      QKVParallelLinear's ``num_heads = divide(total_num_heads, tp_size)`` (vllm/model_executor/layers/linear.py;
+      sgl-project/sglang python/sglang/srt/layers/linear.py, the same class), ``divide`` asserting divisibility;
+    - KV heads: ``divide(total_num_kv_heads, tp_size)`` when TP < KV heads, else ``divide(tp_size,
+      total_num_kv_heads)`` (replicas): KV heads divisible by TP, or TP by KV heads. A single latent (MLA, DSA)
+      is replicated and has no such rule; linear-attention and Mamba layers are not checked here.
+    """
+    from kvcalc.out.errors import InputError
+
+    who = {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
+    for g in groups:
+        if g.kind not in ATTENTION_KINDS:
+            continue
+        heads = g.q_heads or model.q_heads
+        if heads and heads % tp:
+            raise InputError(f"--gpus {tp}: {who} refuses tensor parallel size {tp}: the {heads} attention heads "
+                             f"({g.name}) are not divisible by {tp}; use a TP that divides {heads}")
+        kv = g.kv_heads
+        if kv and kv % tp and tp % kv:
+            raise InputError(f"--gpus {tp}: {who} refuses tensor parallel size {tp}: the {kv} KV heads ({g.name}) "
+                             f"are not divisible by {tp}, nor is {tp} by {kv}")
+
+
 def check_engine_groups(groups: list[att.GroupLayout], engine: str) -> None:
     """Engine sizing covers full, sliding, MLA and DSA layers (and as-stated figures), and linear-attention and
     Mamba layers next to attention; raise on the others."""

@@ -42,7 +42,8 @@ WALK_COLUMNS = (
 
 def sizing(engine: str, model: ModelPreset, groups: list[att.GroupLayout], hw: HardwarePreset,
            einp: ec.EngineInputs) -> dict:
-    """The engine's sizing of one model (vLLM or SGLang)."""
+    """The engine's sizing of one model (vLLM or SGLang); a TP size the engine refuses is refused."""
+    ec.check_tp(model, groups, einp.tp, engine)
     return (vllm_sizing if engine == "vllm" else sglang_sizing)(model, groups, hw, einp)
 
 

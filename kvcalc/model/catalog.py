@@ -234,8 +234,23 @@ def load_link(ref: str):
 
 
 def name_of(ref: str) -> str:
-    """The display name of a reference: the stem of a path (a config.json's folder), or the name itself."""
+    """The display name of a reference: a config.json's model label (its ``_name_or_path``, a hub cache's
+    ``models--ORG--NAME``, else its folder: :func:`kvcalc.model.config_import.config_label`), the stem of another
+    path, or the name itself."""
     path = Path(ref)
     if path.name == "config.json" or (not ref.endswith((".toml", ".json")) and is_dir(ref)):
-        return (path.parent if path.name == "config.json" else path).resolve().name
+        return _config_name(str((path if path.name == "config.json" else path / "config.json").expanduser().resolve()))
     return path.stem if _looks_like_path(ref) or ref.endswith(".json") else ref
+
+
+@functools.cache
+def _config_name(config: str) -> str:
+    """The label of the config.json at ``config`` (its folder's name when it cannot be read: loading it says why)."""
+    from kvcalc.model.config_import import config_label, read_json
+
+    path = Path(config)
+    try:
+        name_or_path = read_json(path).get("_name_or_path")
+    except (InputError, OSError):
+        name_or_path = None
+    return config_label(name_or_path, path)

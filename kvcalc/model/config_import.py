@@ -44,6 +44,26 @@ CLASS_DEFAULTS = {"gemma3_text": ("Gemma3TextConfig", {"sliding_window_pattern":
                                                        "max_position_embeddings": 131_072})}
 
 
+def config_label(name_or_path, path: Path) -> str:
+    """A config's model label [text]: from its ``_name_or_path`` (the last two parts: "Qwen/Qwen3-8B"), else
+    from a Hugging Face hub cache folder above it (``models--Qwen--Qwen3-8B/snapshots/<hash>/``), else its
+    folder's name. A hub-cache part wins wherever it appears, so a snapshot's 40-character hash never names a
+    model."""
+    import re
+
+    def hub(parts) -> str | None:
+        for part in reversed(parts):
+            if part.startswith("models--") and part.count("--") >= 2:
+                return "/".join(part.split("--", 2)[1:])
+        return None
+
+    if isinstance(name_or_path, str):  # "/" or "\\" separated, wherever the config was written
+        parts = [p for p in re.split(r"[\\/]+", name_or_path.strip()) if p not in ("", ".", "..")]
+        if parts:
+            return hub(parts) or "/".join(parts[-2:])
+    return hub(path.resolve().parent.parts) or path.resolve().parent.name or path.stem
+
+
 def config_file(ref: str) -> Path:
     """The config.json a reference points at: the file itself, or ``config.json`` inside a folder."""
     from kvcalc.model.catalog import check_regular_file, is_dir, user_path
@@ -385,7 +405,7 @@ def import_config(ref: str, data: dict | None = None, origin: str | None = None,
     params = config_params.count(cfg, _dtype_bytes(cfg))
     components = params.pop("components")
     preset = {"schema_version": 1, "source": "",
-              "display_name": name or cfg.get("_name_or_path") or path.parent.name or path.stem}
+              "display_name": name or config_label(cfg.get("_name_or_path"), path)}
     preset |= params
     preset |= {k: v for k, v in top.items() if v}
     preset |= {"vocab_size": cfg.int("vocab_size", 0, minimum=0) or None, "hidden_size": cfg.int("hidden_size"),

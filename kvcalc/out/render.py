@@ -41,7 +41,7 @@ def format_value(col: Column, row: dict) -> str:
     if v is None:
         return "-"
     if kind == "text":
-        return str(v)
+        return dict(col.labels).get(v, str(v)) if col.labels else str(v)
     return _FORMATS[kind](v)
 
 

@@ -63,6 +63,9 @@ class Column:
     kind: str = "float"
     unbounded: bool = False
     """+infinity is a meaningful value here (an unlimited cache) and shows as 'inf'; elsewhere it shows 'n/a'"""
+    labels: tuple[tuple[str, str], ...] = ()
+    """text columns: (value, label) pairs, the label shown to people in tables and Markdown (JSON/CSV keep the
+    value), e.g. ("lru", "A lru (no prefix reuse)")"""
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,7 @@ COST_COLUMNS = (
     ("strategy", "strategy", "text"), ("prefill_tokens", "prefill tokens", "int"),
     ("hit_rate", "hit rate", "percent"), ("prefill_flops", "prefill FLOPs", "flops"),
     ("prefill_time_s", "prefill", "s"), ("kv_stored_bytes", "KV held", "bytes"),
+    ("kv_fits", "fits", "bool"),  # the KV held within the per-GPU budget (HBM after weights, or the engine's pool)
     ("usd_per_mtok_input", "$/M in", "usd"), ("usd_per_mtok_output", "$/M out", "usd"),
     ("usd_per_mtok_blended", "$/M blended", "usd"),
 )
@@ -226,7 +227,7 @@ def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
     notes = context_notes(inp.model_name, inp.model, [c.context_tokens for c in inp.workload.classes])
     for r in rows:
         if not r["kv_fits"]:
-            notes.append(f"{r['strategy']}: KV ({fmt_bytes(r['kv_stored_bytes_per_gpu'])} per GPU) exceeds the "
+            notes.append(f"{strategies.STRATEGIES[r['strategy']]}: KV ({fmt_bytes(r['kv_stored_bytes_per_gpu'])} per GPU) exceeds the "
                          f"{'HBM' if inp.engine == 'ideal' else inp.engine + ' KV pool'} budget ({fmt_bytes(r['kv_budget_bytes_per_gpu'])} per GPU): "
                          f"{fmt_bytes(r['kv_spill_bytes_per_gpu'])} per GPU spills to DRAM/SSD")
     if inp.engine != "ideal":
@@ -254,7 +255,7 @@ def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
            f"= {fmt_rate(node, 'FLOP/s')}"]
     for r in rows:
         out += [
-            f"{r['strategy']}: prefill tokens = {fmt_count(r['input_tokens'])} - {fmt_count(r['reused_tokens'])} "
+            f"{dict(strategies.LABELS)[r['strategy']]}: prefill tokens = {fmt_count(r['input_tokens'])} - {fmt_count(r['reused_tokens'])} "
             f"reused = {fmt_count(r['prefill_tokens'])}",
             f"  prefill FLOPs = 2 x {fmt_count(compute.per_token_matmul_params(inp.model))} x "
             f"{fmt_count(r['prefill_tokens'])}"
@@ -278,17 +279,23 @@ def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
     return out
 
 
+def fit_title(rows: list[dict]) -> str:
+    """What a table's title adds when a strategy's KV does not fit its budget [text] (also in a note after it)."""
+    over = [dict(strategies.LABELS)[r["strategy"]] for r in rows if not r["kv_fits"]]
+    return f": KV does not fit for {' and '.join(over)}, it spills to DRAM/SSD" if over else ""
+
+
 def cost_result(inp: CostInputs, strategy: str):
     """The ``kvcalc cost`` result: one strategy, per-class TTFT, assumptions."""
     from kvcalc.out.results import Column, LazyLines, Result, Table
 
     row, classes = strategy_row(inp, strategy)
-    main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}",
+    main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}{fit_title([row])}",
                  tuple(Column(*c) for c in COST_COLUMNS), (row,))
-    return Result("cost", _inputs_echo(inp) | {"strategy": strategy}, main,
-                  (_class_table(classes, inp.ttft_model), *_pd_tables(inp, [row]), _assumption_table(inp)),
-                  LazyLines(lambda: _explain(inp, [row])),
-                  tuple(_notes(inp, [row])))
+    return strategies.labelled(Result(
+        "cost", _inputs_echo(inp) | {"strategy": strategy}, main,
+        (_class_table(classes, inp.ttft_model), *_pd_tables(inp, [row]), _assumption_table(inp)),
+        LazyLines(lambda: _explain(inp, [row])), tuple(_notes(inp, [row]))))
 
 
 def _class_table(rows: list[dict], ttft_model: str):
@@ -320,11 +327,13 @@ def compare_result(inp: CostInputs, mixes: dict | None = None):
     a, ca = strategy_row(inp, "lru", mixes.get("lru"))
     c, cc = strategy_row(inp, "prefix-tree", mixes.get("prefix-tree"))
     main = Table("compare", f"A vs C on {_workload_title(inp)}: {inp.model_name} on {inp.gpus} x "
-                 f"{inp.hardware_name}", tuple(Column(*x) for x in COST_COLUMNS), (a, c))
-    deltas = Table("deltas", "C - A", (Column("field", "figure", "text"), Column("lru", "A lru", "auto"),
-                                      Column("prefix_tree", "C prefix-tree", "auto"),
+                 f"{inp.hardware_name}{fit_title([a, c])}", tuple(Column(*x) for x in COST_COLUMNS), (a, c))
+    label = dict(strategies.LABELS)
+    deltas = Table("deltas", "C - A", (Column("field", "figure", "text"), Column("lru", label["lru"], "auto"),
+                                      Column("prefix_tree", label["prefix-tree"], "auto"),
                                       Column("delta", "C - A", "auto"),
                                       Column("relative", "relative", "percent")), tuple(delta_rows(a, c)))
-    return Result("compare", _inputs_echo(inp), main,
-                  (deltas, _class_table(ca + cc, inp.ttft_model), *_pd_tables(inp, [a, c]), _assumption_table(inp)),
-                  LazyLines(lambda: _explain(inp, [a, c])), tuple(_notes(inp, [a, c])))
+    return strategies.labelled(Result(
+        "compare", _inputs_echo(inp), main,
+        (deltas, _class_table(ca + cc, inp.ttft_model), *_pd_tables(inp, [a, c]), _assumption_table(inp)),
+        LazyLines(lambda: _explain(inp, [a, c])), tuple(_notes(inp, [a, c]))))

@@ -15,6 +15,7 @@ from typing import Optional
 from kvcalc.model import catalog
 from kvcalc.model.attention import KvOptions
 from kvcalc.out import units
+from kvcalc.out.errors import InputError
 from kvcalc.serve.compute import compute_dtype
 from kvcalc.serve.cost import CostInputs
 from kvcalc.serve.ttft import TTFT_MODELS
@@ -62,6 +63,8 @@ def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInpu
         w_name, w = catalog.name_of(w_ref), catalog.load("workloads", w_ref)
     same_hw = hw_ref == sc.hardware and not derived
     pd_ref = o.pd_link or sc.pd_link
+    if o.pd_overlap_s is not None and not pd_ref:  # else silently ignored: no hand-off to hide
+        raise InputError("--pd-overlap-us: only applies with --pd-link (or a scenario with a pd_link)")
     dtype = compute_dtype(model.weight_bytes_per_param) if derived else sc.compute_dtype
     if sc.peak_tflops_per_gpu is not None and same_hw:
         peak, peak_src = units.tflops_to_flops(sc.peak_tflops_per_gpu), sc.peak_source or sc.source

@@ -17,7 +17,21 @@ from kvcalc.model.workload_schema import WorkloadPreset
 from kvcalc.out.errors import InputError
 from kvcalc.out.units import MAX_GROUP_START_TESTS
 
-STRATEGIES = {"lru": "A: LRU, no prefix reuse", "prefix-tree": "C: radix prefix tree + reference counts"}
+STRATEGIES = {"lru": "A lru (no prefix reuse)", "prefix-tree": "C prefix-tree (radix tree + reference counts)"}
+# what tables and Markdown show for each strategy (JSON/CSV keep lru / prefix-tree): A's "lru" is its eviction
+# to DRAM/SSD, not a prefix cache (it reuses nothing across requests), unlike trace's LRU prefix cache
+LABELS = (("lru", "A lru (no prefix reuse)"), ("prefix-tree", "C prefix-tree"))
+
+
+def labelled(result):
+    """``result`` with every ``strategy`` column of its tables showing :data:`LABELS` (values unchanged)."""
+    from dataclasses import replace
+
+    def table(t):
+        cols = tuple(replace(c, labels=LABELS) if c.key == "strategy" and c.kind == "text" else c for c in t.columns)
+        return replace(t, columns=cols)
+
+    return replace(result, main=table(result.main), extra=tuple(table(t) for t in result.extra))
 
 
 def _starts_below(x: int, groups: int, n: int) -> int:

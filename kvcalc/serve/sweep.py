@@ -159,18 +159,24 @@ def parse_axes(target: str, specs: list[str], max_points: int = MAX_POINTS) -> l
     return axes
 
 
-def parse_fixed(target: str, texts: list[str], varied: list[AxisValues]) -> dict[str, Any]:
-    """``--set NAME=VALUE`` texts -> {name: value}; an input cannot be both fixed and varied."""
+def parse_fixed(target: str, texts: list[str], varied: list[AxisValues],
+                options: tuple[tuple[str, str, str], ...] = ()) -> dict[str, Any]:
+    """``--set NAME=VALUE`` texts, and the target's own options given to the sweep (``options``: (name, flag as
+    typed, value text), e.g. ("model", "--model", "llama-3-70b")) -> {name: value}; an input is given once,
+    fixed or varied."""
     from kvcalc.out.sweep_spec import split_assignment
 
     out: dict[str, Any] = {}
     names = {a.name for a in varied}
-    for text in texts:
-        name, value = split_assignment(text, "--set")
-        d = axis_def(target, name, "--set")
+    given = [(*split_assignment(text, "--set"), None) for text in texts] + [(n, v, f) for n, f, v in options]
+    for name, value, flag in given:
+        what = flag or f"--set {name}"
+        d = axis_def(target, name, "--set") if flag is None else AXES[target][name]
         if name in names:
-            raise InputError(f"--set {name}: also given with --vary; give it once")
-        out[name] = parse_value(d, value, f"--set {name}")
+            raise InputError(f"{what}: also given with --vary {name}; give it once")
+        if name in out:
+            raise InputError(f"{what}: {name} is already fixed (--set {name} and {flag or '--' + name}); give it once")
+        out[name] = parse_value(d, value, what)
     return out
 
 
@@ -337,7 +343,9 @@ def sweep_rows(target: str, axes: list[AxisValues], fixed: dict) -> list[dict]:
             if a.numeric:
                 s[a.name] = s[a.name].item()
         settings.append(s)
-    batch = POINT_BATCHES.get(target) or (lambda ss: [scenario_rows(target, s) for s in ss])
+    from kvcalc.out import progress
+
+    batch = POINT_BATCHES.get(target) or (lambda ss: [scenario_rows(target, s) for s in progress.track(ss)])
     return [h | r for h, rows in zip(heads, batch(settings)) for r in rows]
 
 

@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
+from kvcalc.out import progress
 from kvcalc.out.errors import InputError
 
 DEFAULT_BLOCK_TOKENS = 512
@@ -191,7 +192,7 @@ class TraceReader:
         try:
             if not self.path.is_file() and self.path.exists():
                 raise InputError(f"{self.path}: is a directory or special file, not a trace file")
-            return open(self.path, "rb")
+            return progress.watch(open(self.path, "rb"))  # a bar on stderr counts the bytes read, if shown
         except FileNotFoundError:
             raise InputError(f"{self.path}: no such trace file") from None
         except IsADirectoryError:

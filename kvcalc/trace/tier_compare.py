@@ -307,7 +307,9 @@ def tier_compare_result(inp: CostInputs, req: TierRequest, progress=None) -> Res
         explain.append(f"{strategy}:")
         explain += ["  " + line for line in explain_tiers(tiers, [r for r in tier_table if r["strategy"] == strategy],
                                                           block, per_token_s)]
-    return Result("compare", inputs, main, tuple(extra), tuple(explain), tuple(notes))
+    from kvcalc.serve.strategies import labelled
+
+    return labelled(Result("compare", inputs, main, tuple(extra), tuple(explain), tuple(notes)))
 
 
 PD_COLUMNS = (
