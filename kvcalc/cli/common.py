@@ -79,14 +79,7 @@ def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
     check_format(fmt)
     parsed = [chk.parse_check(c) for c in (checks or [])]
     outcomes = chk.evaluate(parsed, result.rows)
-    if fmt == "json":
-        sys.stdout.write(render.to_json(result, outcomes, explain) + "\n")
-    elif fmt == "csv":
-        sys.stdout.write(render.to_csv(result))
-    elif fmt == "markdown":
-        sys.stdout.write(render.to_markdown(result, explain))
-    else:
-        render.write_tables(result, sys.stdout, explain)
+    render.write(result, fmt, sys.stdout, outcomes, explain)
     failed = [o for o in outcomes if not o["passed"]]
     for o in failed:
         sys.stderr.write(f"check failed: {o['check']} (row {o['row']}: value {o['value']})\n")
