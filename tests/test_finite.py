@@ -80,3 +80,45 @@ def test_trace_unlimited_cache_still_shows(tmp_path):
     for fmt in FORMATS:
         r = run_cli("trace", str(f), "--block-tokens", "16", "--capacity", "inf", "--format", fmt)
         assert r.code == 0, r.err
+
+
+# ---------------------------------------------------------------- item 5: library warnings never raw
+
+def _warn_then(monkeypatch, *warnings_, fail=False):
+    import warnings
+
+    import kvcalc.model.kv
+    from kvcalc.out.errors import InputError
+
+    real = kvcalc.model.kv.kv_result
+
+    def noisy(*a, **k):
+        for category, message, module in warnings_:
+            warnings.warn_explicit(message, category, f"/venv/lib/python3.12/site-packages/{module}/core.py", 7)
+        if fail:
+            raise InputError("--context: bad")
+        return real(*a, **k)
+
+    monkeypatch.setattr(kvcalc.model.kv, "kv_result", noisy)
+
+
+def test_numpy_floating_point_warnings_are_silenced(monkeypatch):
+    _warn_then(monkeypatch, (RuntimeWarning, "overflow encountered in multiply", "numpy"),
+               (RuntimeWarning, "invalid value encountered in divide", "numpy"))
+    r = run_cli("kv", "llama-3-8b")
+    assert r.code == 0 and r.err == ""
+
+
+def test_other_library_warnings_become_one_note_line(monkeypatch):
+    _warn_then(monkeypatch, (UserWarning, "Data has no positive values, and therefore cannot be\nlog-scaled.",
+                             "matplotlib"), (UserWarning, "Data has no positive values, and therefore cannot be\n"
+                                                          "log-scaled.", "matplotlib"))
+    r = run_cli("kv", "llama-3-8b")
+    assert r.code == 0
+    assert r.err == "kvcalc: note: matplotlib: Data has no positive values, and therefore cannot be\n"
+
+
+def test_an_error_line_stands_alone(monkeypatch):
+    _warn_then(monkeypatch, (UserWarning, "something", "matplotlib"), fail=True)
+    r = run_cli("kv", "llama-3-8b")
+    assert r.code == 2 and r.err == "kvcalc: error: --context: bad\n"
