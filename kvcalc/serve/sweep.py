@@ -91,7 +91,7 @@ DEFAULT_Y = {"kv": "kv_bytes_per_request", "capacity": "max_requests", "cost": "
              "compare": "usd_per_mtok_blended"}
 
 
-# What one point costs each target [B held, s to compute and render], measured with bench/bench_sweep.py --cost
+# What one point costs each target [B held, s to compute and render], measured with bench/bench_sweep_cost.py
 # on this project's 2-core machine shared by other jobs (JSON and table, the dearer of the two, rounded up ~1.3x):
 # kv 20-66 us and 1.6-2.5 kB (vectorised), capacity 68-86 us and 2.9-6.1 kB (vectorised), cost 0.6-1.8 ms and
 # 1.3-6.6 kB, compare 2.3-3.0 ms and 3.9-14 kB (looped, two rows), trace 94-128 us and 1.8-3.6 kB a row (plus
