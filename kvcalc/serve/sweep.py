@@ -152,10 +152,14 @@ def parse_value(d: AxisDef, text: str, what: str):
         v = int(text) if d.kind == "int" else float(text)
         if len(text) > 400:  # int('9' * 5000) would take long and fail past 4,300 digits: absurd either way
             raise InputError(f"{what}: a {len(text)}-digit number is absurdly large")
-        units.check_option(d.bound, v, what) if d.bound else units.check_positive(v, what)
+        if d.bound in units.OPTION_BOUNDS:
+            units.check_option(d.bound, v, what)
+        else:
+            units.check_positive(v, what, allow_zero=zero_ok)
         return v
     if d.kind == "fraction":
-        return units.parse_fraction(text, what, units.option_minimum(d.bound) if d.bound else None)
+        return units.parse_fraction(text, what, units.option_minimum(d.bound) if d.bound in units.OPTION_BOUNDS
+                                    else None)
     if d.kind == "bytes":
         if zero_ok and re.fullmatch(r"\s*0*\.?0*\s*[kmgt]?i?b?\s*", text, re.IGNORECASE):
             return 0.0  # a zero reserve, in any unit
