@@ -32,27 +32,44 @@ def _check_inputs(v: Any, where: str) -> None:
         for k, x in v.items():
             _check_inputs(x, f"{where}.{k}")
     elif isinstance(v, (list, tuple)):
+        if _column_fine(v):  # a sweep's axis values: one fsum
+            return
         for i, x in enumerate(v):
             _check_inputs(x, f"{where}[{i}]")
     elif _bad(v) and not v > 0:  # +inf: an unlimited value the user gave (--capacity inf)
         raise NonFiniteOutput(f"{where} is {v}")
 
 
+_PLAIN = frozenset((str, int, bool, type(None)))  # cell types that cannot be non-finite
+
+
+def _column_fine(values: list) -> bool:
+    """True when a column surely holds no NaN or infinity: its fsum is finite (C speed), or it holds only cells
+    that cannot be non-finite (text, ints, None). False: look at each cell."""
+    try:
+        return math.isfinite(math.fsum(values))
+    except (TypeError, OverflowError, ValueError):  # text or None in it, a finite overflow, inf + -inf
+        return all(type(v) in _PLAIN for v in values)
+
+
 def check_finite(result) -> None:
-    """Raise NonFiniteOutput naming the first NaN or infinity in ``result``'s tables or inputs (see the module)."""
+    """Raise NonFiniteOutput naming the first NaN or infinity in ``result``'s tables or inputs (see the module).
+    Rows with the same keys are checked column by column (one fsum per column: ~5 ms for 10,000 rows); only a
+    column that fails that quick test, or ragged rows, are looked at cell by cell."""
+    from kvcalc.out import bulk
+
     for table in (result.main, *result.extra):
         unbounded = {c.key for c in table.columns if c.unbounded}
-        for i, row in enumerate(table.rows):
-            floats = [v for v in row.values() if type(v) is float]
-            try:
-                fine = math.isfinite(math.fsum(floats)) and len(floats) == sum(
-                    1 for v in row.values() if isinstance(v, float) or hasattr(v, "dtype"))
-            except OverflowError:  # finite floats whose sum overflows: look at each
-                fine = False
-            if fine:
-                continue
-            for k, v in row.items():
-                if _bad(v) and not (k in unbounded and v > 0):
+        rows = table.rows
+        keys = bulk.uniform_keys(rows)
+        suspects = [k for k, col in zip(keys, bulk.columns_of(rows, keys)) if not _column_fine(col)] \
+            if keys is not None else None
+        if suspects == []:
+            continue
+        for i, row in enumerate(rows):
+            for k in (suspects if suspects is not None else row):
+                v = row[k]
+                if type(v) not in _PLAIN and _bad(v) and not (k in unbounded and v > 0):
                     raise NonFiniteOutput(f"{result.command}: table {table.name!r} row {i}: field {k!r} is {v} "
                                           "(a figure that cannot be computed must be refused or None with a note)")
     _check_inputs(result.inputs, f"{result.command}: inputs")
