@@ -99,7 +99,8 @@ def main() -> None:
     from bench_output import run_s  # a whole process: (wall, CPU) [s]; this script's folder is on sys.path
 
     n = args.points
-    sweep = ["sweep", "kv", "--vary", "model=llama-3-70b", "--vary", f"context=1..{n}:step1", "--max-points", str(n)]
+    sweep = ["sweep", "kv", "--vary", "model=llama-3-70b", "--vary", f"context=1..{n}:step1", "--max-points", str(n),
+             "--max-memory", "64GB", "--max-seconds", "86400"]  # past the default budget (2 GB, 10 s) on purpose
     kv10k = ["kv", "llama-3-70b", "-c", ",".join(str(c) for c in range(1, 10_001))]
     cases = {f"sweep kv {n:,} rows csv": sweep + ["--format", "csv"],
              f"sweep kv {n:,} rows json": sweep + ["--format", "json"],
@@ -120,8 +121,11 @@ def main() -> None:
     from kvcalc.out import render
     from kvcalc.serve import sweep as sw
 
-    axes = sw.parse_axes("kv", ["model=llama-3-70b", f"context=1..{n}:step1"], n)
-    result = sw.sweep_result("kv", axes, sw.parse_fixed("kv", [], axes))
+    from kvcalc.out.sweep_spec import Budget
+
+    unlimited = Budget(n, float("inf"), float("inf"))  # the default budget would refuse the 10^6 rows
+    axes = sw.parse_axes("kv", ["model=llama-3-70b", f"context=1..{n}:step1"], n, unlimited)
+    result = sw.sweep_result("kv", axes, sw.parse_fixed("kv", [], axes), unlimited)
     print(f"{'in process, ' + format(n, ',') + ' rows':32s} {'before':>11s} {'after':>11s} {'speed-up':>8s}")
     for name, old, new in (("to_csv", old_to_csv, render.to_csv), ("to_json", old_to_json, render.to_json)):
         a, b = timed(lambda: old(result)), timed(lambda: new(result))

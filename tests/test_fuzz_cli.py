@@ -485,6 +485,15 @@ def check_run(args: list[str], r) -> list[str]:
     return problems
 
 
+def run_case(args: list[str], codes: dict, failures: list) -> None:
+    """Run one command line in-process; count its exit code and note its problems (check_run)."""
+    r = run_cli(*args)
+    codes[r.code] = codes.get(r.code, 0) + 1
+    problems = check_run(args, r)
+    if problems:
+        failures.append(f"{problems}: kvcalc {' '.join(repr(a)[:80] for a in args)}\n  err: {r.err[:300]}")
+
+
 @pytest.mark.parametrize("command", list(GENERATORS))
 def test_fuzz_command(command, files, monkeypatch):
     rng = random.Random(f"{SEED}-{command}")
@@ -495,11 +504,7 @@ def test_fuzz_command(command, files, monkeypatch):
         # the table's width: wide mostly, sometimes narrow or hostile (0, 1, garbage, thousands of digits)
         monkeypatch.setenv("COLUMNS", g.pick(["200", "200", "120", "80"], ["40", "20", "1", "0", "", "-5", "x",
                                                                              "9" * 5000]))
-        r = run_cli(*g.args)
-        codes[r.code] = codes.get(r.code, 0) + 1
-        problems = check_run(g.args, r)
-        if problems:
-            failures.append(f"{problems}: kvcalc {' '.join(repr(a)[:80] for a in g.args)}\n  err: {r.err[:300]}")
+        run_case(g.args, codes, failures)
     assert not failures, f"{len(failures)} of {CASES} failed:\n" + "\n".join(failures[:10])
     # the mix is useful only if it reaches both the computations and the errors
     assert codes[0] >= CASES // 10 and codes[2] >= CASES // 10, codes
@@ -592,3 +597,183 @@ def test_fuzz_cli_conventions(files, monkeypatch):
             failures.append(f"{problems}: kvcalc {' '.join(repr(a)[:80] for a in g.args)}\n  err: {r.err[:300]}")
     assert not failures, f"{len(failures)} of {CASES} failed:\n" + "\n".join(failures[:10])
     assert codes[0] >= CASES // 10 and codes[2] >= CASES // 10, codes
+
+
+# ---------------------------------------------------------------- issue 21: config.json fields, sweep grids, engines
+# and tiers. Hostile config.json files are the real fixtures with one field (top level, text_config or
+# quantization_config) replaced, dropped, shortened or duplicated; sweeps get every axis of every target with values
+# at and past the option's bounds, ranges that overflow or would not fit a budget, and budgets of their own.
+# HOSTILE_CASES per kind (default 200); bench/hostile_run.py runs the same generators >= 10,000 times in subprocesses.
+
+HOSTILE_CASES = int(os.environ.get("KVCALC_HOSTILE_CASES", "200"))
+HOSTILE_JSON = ["{}", "[]", "[1]", "[[1]]", '"x"', '""', "null", "true", "false", "0", "-1", "1.5", "1e-300",
+                "1e400", "-1e400", "NaN", "Infinity", str(2**24), str(2**24 + 1), str(2**63), "1" + "0" * 30,
+                "9" * 5000, '["bfloat16"]', '{"a": {"b": 1}}', "[" * 3000 + "]" * 3000, '"' + "é" * 3000 + '"',
+                "[0, 0]", '"ab"', "[128]", '[""]', '"float8"', '"fp4"', "[-4]", "[4, 128]"]
+
+
+def hostile_config_files(d, n: int, seed: int = 21) -> list[str]:
+    """``n`` folders, each a real fixture's config.json with one field made hostile (JSON text, so 1e400, NaN
+    and a 5,000-digit integer are written as a file would hold them)."""
+    rng = random.Random(seed)
+    bases = sorted(p for p in CONFIGS.iterdir() if (p / "config.json").is_file())
+    out = []
+    for i in range(n):
+        base = rng.choice(bases)
+        cfg = json.loads((base / "config.json").read_text())
+        holder, prefix = cfg, ""
+        for nested in ("text_config", "quantization_config"):
+            if isinstance(cfg.get(nested), dict) and rng.random() < 0.3:
+                holder, prefix = cfg[nested], nested
+        key = rng.choice(sorted(holder) + ["quantization_config", "moe_layer_freq", "mlp_only_layers",
+                                            "layer_types", "hybrid_override_pattern", "weight_block_size",
+                                            "group_size", "modules_to_not_convert", "num_experts_per_tok"])
+        how = rng.random()
+        if how < 0.1:
+            holder.pop(key, None)
+            text = json.dumps(cfg)
+        elif how < 0.2 and isinstance(holder.get(key), (list, str)) and holder[key]:
+            holder[key] = holder[key][:-1] if rng.random() < 0.5 else holder[key] * 2  # one short, or doubled
+            text = json.dumps(cfg)
+        else:
+            holder[key] = "\x00HOSTILE\x00"
+            text = json.dumps(cfg).replace(json.dumps("\x00HOSTILE\x00"), rng.choice(HOSTILE_JSON))
+        folder = d / f"{i:04d}-{base.name}-{prefix + '.' if prefix else ''}{key}"[:120]
+        folder.mkdir()
+        (folder / "config.json").write_text(text)
+        if base.name == "qwen3-32b-nvfp4" and rng.random() < 0.5:
+            (folder / "hf_quant_config.json").write_text(rng.choice(
+                ['{"quantization": 5}', '{"quantization": {"quant_algo": {}}}', (base / "hf_quant_config.json")
+                 .read_text()]))
+        if rng.random() < 0.05:
+            (folder / "model.safetensors.index.json").write_text(rng.choice(
+                ['{"metadata": 5}', '{"metadata": {"total_size": 1e400}}', '{"metadata": {"total_size": "x"}}',
+                 '{"metadata": {"total_size": 65536}, "weight_map": {}}']))
+        out.append(str(folder))
+    return out
+
+
+@pytest.fixture(scope="module")
+def hostile_configs(tmp_path_factory):
+    return hostile_config_files(tmp_path_factory.mktemp("configs"), 150)
+
+
+def gen_config_fields(g: Gen):
+    """Every command that takes a model, given a hostile config.json (or its folder)."""
+    cfg = g.r.choice(g.configs)
+    ref = cfg if g.r.random() < 0.7 else cfg + "/config.json"
+    cmd = g.r.choice(["import", "kv", "kv", "capacity", "capacity", "blocks", "transfer", "cost", "compare",
+                      "sweep-kv", "sweep-capacity", "trace"])
+    if cmd == "import":
+        g.args += ["import", ref]
+    elif cmd == "kv":
+        g.args += ["kv", ref, g.r.choice(MODELS)] if g.r.random() < 0.2 else ["kv", ref]
+        g.opt("--context", CONTEXTS + ["4k,1m"], BAD_TOKENS, p=0.4)
+        g.kv_layout()
+    elif cmd == "capacity":
+        g.args += ["capacity", "--model", ref]
+        if g.r.random() < 0.4:
+            g.opt("--engine", ["vllm", "sglang", "ideal"], p=1)
+            g.opt("--solve", ["max-model-len", "max-concurrency", "gpu-memory-utilization"], p=0.3)
+        g.kv_layout()
+    elif cmd in ("blocks", "transfer"):
+        g.args += [cmd, "--model", ref]
+    elif cmd in ("cost", "compare"):
+        g.args += [cmd, "--model", ref]
+        g.opt("--gpus", ["1", "8"], p=0.3)
+    elif cmd == "trace":
+        g.args += ["trace", g.files["trace.jsonl"], "--block-tokens", "16", "--model", ref]
+        g.flag("--tiers", 0)
+        if g.r.random() < 0.5:
+            g.args += ["--tiers", "hbm,dram"]
+    else:
+        target = cmd.split("-")[1]
+        g.args += ["sweep", target, "--vary", f"model={ref},llama-3-8b", "--vary", "context=1k,4k"]
+    g.output(["kv_bytes_per_token", "max_requests", "params_total"])
+
+
+BOUND_EDGES = {"gpus": ["1", "1000000", "1000001", "0", HUGE], "requests": ["1", str(10**12), str(10**12 + 1)],
+               "output-tokens": ["0", str(2**40), str(2**40 + 1)], "block-tokens": ["1", str(2**24), str(2**24 + 1)],
+               "price-per-gpu-hour": ["0.01", "10000", "10000.5", "1e308", "5e-324"],
+               "decode-tokens-per-s": ["0.001", "0.0005", "1e7", "1e308", "5e-324"],
+               "mfu-prefill": ["0.001", "0.0009", "1", "5e-324", "100%", "101%"],
+               "kv-group-size": ["1", str(2**20), str(2**20 + 1)], "kv-residual-tokens": ["0", str(2**40 + 1)],
+               "hbm-utilization": ["0.5", "1", "1.5", "5e-324"], "reserve": ["0", "0GB", "79GB", "1e308GB", "1e400B"],
+               "context": ["1", "1m", str(2**40), str(2**40 + 1), "1e400"], "shared-prefix": ["0", "1k", "1e400"],
+               "capacity": ["1", "3m", "inf", str(2**50 + 1), "1e400"]}
+HOSTILE_RANGES = ["1..1e12:step1", "1..1e308:step1e-300", "1..1m:lin1000000000", "1..1m:log" + HUGE,
+                  "1..10000000:step1", "1..1000000:step1", "0.1..0.9:step1e-300", "1..100", "1..5000", "1..2000:lin7",
+                  "1k..1m:log30", "5e-324..1:lin3", "1..1e400:log3", "nan..1:lin2"]
+
+
+def gen_sweep_grids(g: Gen):
+    """sweep over every target's axes: bound edges, overflowing or oversize ranges, grids and budgets."""
+    import kvcalc.trace.sweep  # noqa: F401  (registers the trace target)
+    from kvcalc.serve import sweep as sw
+
+    target = g.r.choice(list(sw.AXES))
+    names = list(sw.AXES[target])
+    g.args += ["sweep", target]
+    for name in g.r.sample(names, g.r.choice([1, 1, 2, 3])):
+        d = sw.AXES[target][name]
+        if d.kind in ("choice", "preset", "path"):
+            values = {"choice": list(d.choices), "path": [g.files["trace.jsonl"]],
+                      "preset": {"models": MODELS, "hardware": HARDWARE, "links": LINKS,
+                                 "scenarios": ["article"], "workloads": ["article-100"]}.get(
+                                     (d.choices or ("models",))[0], MODELS)}[d.kind]
+            spec = ",".join(g.r.sample(values, min(len(values), g.r.choice([1, 2]))))
+        elif g.r.random() < 0.5:
+            spec = ",".join(g.r.sample(BOUND_EDGES.get(name, ["1", "2"]), g.r.choice([1, 2])))
+        else:
+            spec = g.r.choice(HOSTILE_RANGES)
+        g.args += ["--vary", f"{name}={spec}"]
+    if target == "trace":
+        g.args += ["--set", "file=" + g.files["trace.jsonl"], "--set", "block-tokens=16"]
+    if target in ("cost", "compare") and g.r.random() < 0.6:
+        g.args += ["--set", "requests=100"] * ("requests" not in g.args[-1]) + ["--set", "context=8k"] * (
+            "context" not in " ".join(g.args))
+    g.opt("--max-points", ["1000", "10000000", "1000000000"], ["0", HUGE, "1e9"], p=0.3)
+    # budgets at or below the defaults (2 GB, 10 s): one raised past them is a user accepting a long run, which
+    # a hostile-input run (20 s per case) is not about
+    g.opt("--max-memory", ["1MB", "100MB", "2GB"], ["0B", "1e400GB", "1e14B", "x", "-1GB"], p=0.2)
+    g.opt("--max-seconds", ["0.01", "1", "10"], ["0", "nan", "inf", "1e9", "-1"], p=0.2)
+    g.opt("--format", ["json", "csv", "markdown", "table"], ["", "xml"], p=0.9)
+
+
+def gen_engine_tiers(g: Gen):
+    """capacity --engine with every sizing input hostile more often, and trace --tiers with hostile sizes."""
+    if g.r.random() < 0.5:
+        g.args += ["capacity"]
+        g.hostile = max(g.hostile, 0.25)
+        engine_options(g)
+        g.opt("--gpus", ["1", "8"], p=0.3)
+        g.output(["max_requests", "value"])
+    else:
+        g.args += ["trace", g.files["trace.jsonl"], "--block-tokens", "16", "--model",
+                   g.r.choice(["llama-3-8b", "qwen2.5-7b", "deepseek-v3"])]
+        g.hostile = max(g.hostile, 0.25)
+        tier_options(g)
+        if g.r.random() < 0.3:
+            g.args += ["--tier-capacity", g.r.choice(["ssd=1e20TB", "dram=1e308B", "hbm=" + str(2**51),
+                                                      "ssd=5e-324B", "dram=1e400TB"])]
+        g.output(["hit_rate", "effective_hit_rate"])
+
+
+HOSTILE_GENERATORS = {"config-fields": gen_config_fields, "sweep-grids": gen_sweep_grids,
+                      "engine-tiers": gen_engine_tiers}
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_GENERATORS))
+def test_fuzz_hostile(kind, files, hostile_configs, monkeypatch):
+    """Issue 21 (Must hold): no internal error, no traceback, no inf/nan, one error line, on these either."""
+    rng = random.Random(f"{SEED}-hostile-{kind}")
+    monkeypatch.setenv("COLUMNS", "200")
+    failures, codes = [], {}
+    for _ in range(HOSTILE_CASES):
+        g = Gen(rng, files, hostile=rng.choice([0.0, 0.2, 0.5]))
+        g.configs = hostile_configs
+        HOSTILE_GENERATORS[kind](g)
+        run_case(g.args, codes, failures)
+    assert not failures, f"{len(failures)} of {HOSTILE_CASES} failed:\n" + "\n".join(failures[:10])
+    assert codes.get(2, 0) >= HOSTILE_CASES // 10, codes  # the hostile values reach the checks
+    assert codes.get(0, 0) + codes.get(1, 0) >= HOSTILE_CASES // 20, codes  # and some runs compute

@@ -164,16 +164,42 @@ def _internal_error_line(e: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; KvcalcError -> one line on stderr and its exit code; usage errors -> 2;
     Ctrl-C -> 130 quietly; anything else (a bug) -> one ``internal error`` line and exit 3, never a traceback."""
+    import warnings
+
     from kvcalc.out.errors import EXIT_INTERNAL, EXIT_INTERRUPTED
 
-    try:
-        code = _run(sys.argv[1:] if argv is None else list(argv))
-    except KeyboardInterrupt:
-        code = EXIT_INTERRUPTED
-    except Exception as e:  # noqa: BLE001 -- the last line of defence: one line, exit 3, never 1
-        sys.stderr.write(_internal_error_line(e))
-        code = EXIT_INTERNAL
+    with warnings.catch_warnings(record=True) as caught:  # no library warning reaches the terminal raw
+        warnings.simplefilter("always")
+        try:
+            code = _run(sys.argv[1:] if argv is None else list(argv))
+        except KeyboardInterrupt:
+            code = EXIT_INTERRUPTED
+        except Exception as e:  # noqa: BLE001 -- the last line of defence: one line, exit 3, never 1
+            sys.stderr.write(_internal_error_line(e))
+            code = EXIT_INTERNAL
+    if code in (0, 1):  # after an error its one line stands alone
+        sys.stderr.writelines(warning_notes(caught))
     sys.exit(code)
+
+
+def warning_notes(caught) -> list[str]:
+    """Library warnings as one ``kvcalc: note:`` line each (deduplicated), except numpy's floating-point
+    RuntimeWarnings (overflow, invalid value, divide by zero), silenced as harmless: every result passes
+    kvcalc.out.finite before output, so an inf or NaN they announce that reaches a figure is an internal error
+    (exit 3), and one that does not (np.minimum(inf, budget)) changes nothing shown."""
+    lines: list[str] = []
+    for w in caught:
+        text = str(w.message).strip().splitlines()[0] if str(w.message).strip() else w.category.__name__
+        if (issubclass(w.category, RuntimeWarning) and "numpy" in str(w.filename)) or any(
+                k in text for k in ("overflow encountered", "invalid value encountered", "divide by zero")):
+            continue
+        path = str(w.filename).replace("\\", "/")
+        where = path.split("site-packages/")[1].split("/")[0] if "site-packages/" in path else \
+            path.rsplit("/", 1)[-1].removesuffix(".py")
+        line = f"kvcalc: note: {where}: {_one_line(text, 200)}\n"
+        if line not in lines:
+            lines.append(line)
+    return lines
 
 
 def _run(args: list[str]) -> int:

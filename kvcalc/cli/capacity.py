@@ -95,7 +95,7 @@ def capacity(
     from kvcalc.memory.capacity import CapacityInputs, capacity_result
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import check_positive, parse_bytes, parse_fraction, parse_tokens
+    from kvcalc.out.units import check_option, check_positive, parse_bytes, parse_fraction, parse_tokens
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype, kv_group_size, kv_residual_tokens)
@@ -103,8 +103,8 @@ def capacity(
         raise InputError(f"--attention: {attention!r} is not one of tp, dp")
     if bandwidth not in ("measured", "theoretical"):
         raise InputError(f"--bandwidth: {bandwidth!r} is not one of measured, theoretical")
-    check_positive(gpus, "--gpus", limit=MAX_GPUS)
-    check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
+    check_option("gpus", gpus)   # the bounds sweep capacity's gpus / block-tokens axes share
+    check_option("block-tokens", block_tokens)
     check_positive(concurrency, "--concurrency", limit=MAX_REQUESTS)  # checked even when no engine reads it
     if max_num_seqs is not None:
         check_positive(max_num_seqs, "--max-num-seqs", limit=MAX_REQUESTS)

@@ -46,7 +46,7 @@ def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype=None, kv_gr
     from kvcalc.model.attention import KvOptions
     from kvcalc.model.schema import IndexerDtype, MlaLayout, StateDtype
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import check_positive
+    from kvcalc.out.units import check_option
 
     for flag, value, allowed in (("--kv-dtype", kv_dtype, kv_formats.FORMATS),
                                  ("--mla-layout", mla_layout, get_args(MlaLayout)),
@@ -56,8 +56,8 @@ def kv_options(kv_dtype, mla_layout, indexer_dtype, mtp, state_dtype=None, kv_gr
             raise InputError(f"{flag}: {value!r} is not one of {', '.join(allowed)}")
     gs = kv_formats.DEFAULT_GROUP_SIZE if kv_group_size is None else kv_group_size
     residual = kv_formats.DEFAULT_RESIDUAL_TOKENS if kv_residual_tokens is None else kv_residual_tokens
-    check_positive(gs, "--kv-group-size", limit=MAX_KV_GROUP_SIZE)
-    check_positive(residual, "--kv-residual-tokens", allow_zero=True, limit=MAX_TOKENS)
+    check_option("kv-group-size", gs)   # the bounds sweep's kv-group-size / kv-residual-tokens axes share
+    check_option("kv-residual-tokens", residual)
     return KvOptions(kv_dtype=kv_dtype, mla_layout=mla_layout, indexer_dtype=indexer_dtype, mtp=mtp,
                      state_dtype=state_dtype, kv_group_size=gs, kv_residual_tokens=residual)
 
@@ -92,14 +92,7 @@ def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
     check_format(fmt)
     parsed = [chk.parse_check(c) for c in (checks or [])]
     outcomes = chk.evaluate(parsed, result.rows)
-    if fmt == "json":
-        sys.stdout.write(render.to_json(result, outcomes, explain) + "\n")
-    elif fmt == "csv":
-        sys.stdout.write(render.to_csv(result))
-    elif fmt == "markdown":
-        sys.stdout.write(render.to_markdown(result, explain))
-    else:
-        render.write_tables(result, sys.stdout, explain)
+    render.write(result, fmt, sys.stdout, outcomes, explain)
     failed = [o for o in outcomes if not o["passed"]]
     for o in failed:
         sys.stderr.write(f"check failed: {o['check']} (row {o['row']}: value {o['value']})\n")

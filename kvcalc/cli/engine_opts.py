@@ -35,7 +35,8 @@ def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_frac
     ``sglang_pools``: (--swa-full-tokens-ratio, --mamba-full-memory-ratio, --max-mamba-cache-size)."""
     from kvcalc.memory.engine_common import ENGINES, EngineInputs
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_REQUESTS, check_positive, parse_bytes, parse_fraction, parse_tokens
+    from kvcalc.out.units import (MAX_BLOCK_TOKENS, MAX_REQUESTS, check_option, check_positive, parse_bytes,
+                                  parse_fraction, parse_tokens)
 
     if engine not in ENGINES:
         raise InputError(f"--engine: {engine!r} is not one of {', '.join(ENGINES)}")
@@ -61,7 +62,8 @@ def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_frac
         max_num_batched_tokens=(parse_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
                                 if max_num_batched_tokens else None),
         max_num_seqs=max_num_seqs, block_size=block_size,
-        total_memory_bytes=size(total_memory, "--total-memory"),
+        total_memory_bytes=(check_option("total-memory", size(total_memory, "--total-memory"))
+                            if total_memory is not None else None),
         weights_bytes=size(weights_memory, "--weights-memory"),
         activation_bytes=size(activation_memory, "--activation-memory", True),
         non_torch_bytes=size(non_torch_memory, "--non-torch-memory", True),

@@ -11,7 +11,7 @@ import types
 _PRESET = "NAME|FILE"
 METAVARS = {
     **dict.fromkeys(("--activation-memory", "--cuda-graph-memory", "--non-torch-memory", "--total-memory",
-                     "--weights-memory", "--reserve", "--dram", "--ssd"), "SIZE"),
+                     "--weights-memory", "--reserve", "--dram", "--ssd", "--max-memory"), "SIZE"),
     **dict.fromkeys(("--context", "--max-model-len", "--max-num-batched-tokens"), "TOKENS"),
     **dict.fromkeys(("--gpu-memory-utilization", "--hbm-utilization", "--mem-fraction-static", "--mfu",
                      "--mfu-prefill", "--max-overhead"), "FRACTION"),
@@ -23,6 +23,7 @@ METAVARS = {
     **dict.fromkeys(("--output-tokens", "--sink-tokens", "--window-tokens", "--kv-residual-tokens"), "TOKENS"),
     **dict.fromkeys(("--mamba-full-memory-ratio", "--swa-full-tokens-ratio"), "RATIO"),
     **dict.fromkeys(("--overlap-us", "--pd-overlap-us"), "MICROSECONDS"),
+    "--max-seconds": "SECONDS",
     **dict.fromkeys(("--kv-dtype", "--indexer-dtype", "--state-dtype"), "DTYPE"),
     **dict.fromkeys(("--output", "--plot", "--trace"), "FILE"),
     **dict.fromkeys(("--x", "--y"), "FIELD"),

@@ -52,22 +52,18 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
     from kvcalc.cli.engine_opts import engine_input_sets
     from kvcalc.model.attention import KvOptions
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import check_positive, parse_fraction, parse_tokens, us_to_s
+    from kvcalc.out.units import check_option, option_minimum, parse_fraction, parse_tokens, us_to_s
     from kvcalc.serve.scenario import Overrides
     from kvcalc.serve.ttft import TTFT_MODELS
     from kvcalc.serve.workload import inline_workload, parse_shared_prefix
 
-    for flag, v, limit, minimum in (
-            ("--gpus", gpus, MAX_GPUS, None), ("--price-per-gpu-hour", price, MAX_USD_PER_GPU_HOUR, None),
-            ("--decode-tokens-per-s", decode, MAX_DECODE_TOKENS_PER_S, MIN_DECODE_TOKENS_PER_S)):
+    # the bounds a sweep axis of the same name shares (units.OPTION_BOUNDS)
+    for name, v in (("gpus", gpus), ("price-per-gpu-hour", price), ("decode-tokens-per-s", decode),
+                    ("pd-overlap-us", pd_overlap_us), ("output-tokens", output)):
         if v is not None:
-            check_positive(v, flag, limit=limit, minimum=minimum)
+            check_option(name, v)
     if ttft_model is not None and ttft_model not in TTFT_MODELS:
         raise InputError(f"--ttft-model: {ttft_model!r} is not one of {', '.join(TTFT_MODELS)}")
-    if pd_overlap_us is not None:
-        check_positive(pd_overlap_us, "--pd-overlap-us", allow_zero=True, limit=MAX_OVERLAP_US)
-    if output is not None:
-        check_positive(output, "--output-tokens", allow_zero=True, limit=MAX_TOKENS)
     if engine is not None:
         from kvcalc.memory.engine_common import ENGINES
 
@@ -80,11 +76,11 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
                              "--shared-prefix), not both")
         if requests is None or context is None:
             raise InputError("--requests and --context are both needed for an inline workload")
-        check_positive(requests, "--requests", limit=MAX_REQUESTS)
+        check_option("requests", requests)
         inline = inline_workload(requests, parse_tokens(context, "--context"), 500 if output is None else output,
                                  [parse_shared_prefix(s) for s in (shared or [])])
     return Overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, inline_workload=inline,
-                     usd_per_gpu_hour=price, mfu_prefill=parse_fraction(mfu, "--mfu-prefill", MIN_MFU) if mfu else None,
+                     usd_per_gpu_hour=price, mfu_prefill=parse_fraction(mfu, "--mfu-prefill", option_minimum("mfu-prefill")) if mfu else None,
                      decode_tokens_per_s=decode, warm=warm, attention_flops=attention,
                      kv_options=kv_options or KvOptions(), pd_link=pd_link,
                      pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None,

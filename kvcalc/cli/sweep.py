@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 import typer
 
 from kvcalc.cli.common import CheckOpt, FormatOpt
-from kvcalc.out.sweep_spec import MAX_POINTS
-from kvcalc.out.units import MAX_SWEEP_POINTS
+from kvcalc.out.sweep_spec import DEFAULT_MAX_BYTES, DEFAULT_MAX_SECONDS, MAX_POINTS
+from kvcalc.out.units import MAX_SWEEP_POINTS, MAX_SWEEP_SECONDS
 
 C = "Charts"
 # a target's own options a sweep borrows as fixed inputs: its command, and where it lacks one (kv takes its models
@@ -125,6 +125,12 @@ def sweep(
         show_default=False)] = None,
     max_points: Annotated[int, typer.Option(
         "--max-points", help=f"refuse grids larger than this (at most {MAX_SWEEP_POINTS:,})")] = MAX_POINTS,
+    max_memory: Annotated[str, typer.Option(
+        "--max-memory", help="refuse grids whose rows would hold more than this (estimated per point before "
+        "starting), e.g. 8GB")] = f"{DEFAULT_MAX_BYTES / 1e9:g}GB",
+    max_seconds: Annotated[float, typer.Option(
+        "--max-seconds", help=f"refuse grids estimated to take longer than this [s] (at most {MAX_SWEEP_SECONDS:,.0f})")]
+    = DEFAULT_MAX_SECONDS,
     y: Annotated[Optional[list[str]], typer.Option(
         "--y", help="output field to chart (repeatable; default per target, e.g. max_requests)",
         show_default=False, rich_help_panel=C)] = None,
@@ -167,9 +173,13 @@ def sweep(
     from kvcalc.serve import sweep as sw
 
     check_format(fmt)
-    from kvcalc.out.units import check_positive
+    from kvcalc.out.sweep_spec import Budget
+    from kvcalc.out.units import MAX_SWEEP_BYTES, check_positive, parse_bytes
 
     check_positive(max_points, "--max-points", limit=MAX_SWEEP_POINTS)
+    limits = Budget(max_points, check_positive(parse_bytes(max_memory, "--max-memory"), "--max-memory",
+                                               limit=MAX_SWEEP_BYTES),
+                    check_positive(max_seconds, "--max-seconds", limit=MAX_SWEEP_SECONDS))
     path = None
     if plot is not None:
         from kvcalc.out.plot import check_plot_path
@@ -179,12 +189,12 @@ def sweep(
         raise InputError("--chart: only with --format table (JSON/CSV stay machine-readable); use --plot FILE")
     if target == "trace":
         import kvcalc.trace.sweep  # noqa: F401  (registers the trace target)
-    axes = sw.parse_axes(target, vary or [], max_points)
+    axes = sw.parse_axes(target, vary or [], max_points, limits)
     settings = sw.parse_fixed(target, fixed or [], axes, ctx.meta.get("kvcalc.sweep.options", ()))
     from kvcalc.out import progress
 
     with progress.shown(f"sweep {target}"):
-        result = sw.sweep_result(target, axes, settings)
+        result = sw.sweep_result(target, axes, settings, limits)
     numeric = [a for a in axes if a.numeric]
     draw = chart if chart is not None else (fmt == "table" and sys.stdout.isatty() and len(numeric) == 1)
     plan = None

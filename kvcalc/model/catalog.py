@@ -212,15 +212,8 @@ def _load_config(ref: str):
     """A model read from a config.json: the importer checks every field it reads, so the preset is built
     directly (no pydantic: reading a config costs little more than a shipped preset)."""
     from kvcalc.model.config_import import import_config
-    from kvcalc.model.schema import ModelPreset, build, check_bounds
 
-    imported = import_config(ref)
-    try:
-        preset = build(ModelPreset, imported.preset)
-        check_bounds(preset)  # what validation bounds for a TOML file (hidden_size 1e30 -> params overflow)
-        return preset
-    except (TypeError, ValueError) as e:
-        raise InputError(f"{imported.path}: {e}") from None
+    return import_config(ref).model  # built and bounded there, as for `kvcalc import` (one set of rules)
 
 
 def load_hardware(ref: str):

@@ -17,19 +17,12 @@ bytes are counted in :mod:`kvcalc.model.config_params`. Local files only: nothin
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from kvcalc.model.config_fields import (CONFIG_NAME, MAX_CONFIG_INT, MAX_CONFIG_TOKENS, MAX_JSON_BYTES,  # noqa: F401
+                                        Config, config_file, read_json)
 from kvcalc.out.errors import InputError
 
-CONFIG_NAME = "config.json"
-# Bounds of a config's integers (layers, heads, dims, vocabulary: a real config is far below; past them a layer
-# pattern of that length would be built) and of its token counts (windows, context, top-k).
-MAX_CONFIG_INT = 2**24
-MAX_CONFIG_TOKENS = 2**40
-LONG_FIELDS = {"max_position_embeddings", "sliding_window", "attention_chunk_size", "index_topk"}
-# A config.json is a few kB; a model.safetensors.index.json lists every tensor (DeepSeek V3's ~91,000: ~9 MB).
-MAX_JSON_BYTES = 64 * 2**20
 # layer_types values -> our kinds (transformers' names, plus the short forms some configs use)
 LAYER_TYPES = {"full_attention": "full", "attention": "full", "global": "full", "full": "full",
                "sliding_attention": "sliding", "sliding": "sliding", "local": "sliding",
@@ -64,112 +57,18 @@ def config_label(name_or_path, path: Path) -> str:
     return hub(path.resolve().parent.parts) or path.resolve().parent.name or path.stem
 
 
-def config_file(ref: str) -> Path:
-    """The config.json a reference points at: the file itself, or ``config.json`` inside a folder."""
-    from kvcalc.model.catalog import check_regular_file, is_dir, user_path
-
-    path = user_path(ref)
-    if is_dir(ref):
-        path = path / CONFIG_NAME
-        if not path.exists():
-            raise InputError(f"{ref}: no {CONFIG_NAME} in this folder")
-    check_regular_file(path, ref)
-    return path
-
-
-def read_json(path: Path) -> dict:
-    """Parse a JSON object; not JSON -> InputError naming the file, line and reason (a FIFO, a file over
-    MAX_JSON_BYTES, not UTF-8 or nested too deeply too)."""
-    from kvcalc.model.catalog import read_text_bounded
-
-    text = read_text_bounded(path, MAX_JSON_BYTES, "a JSON config")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not JSON: {e.msg} (line {e.lineno})") from None
-    except RecursionError:
-        raise InputError(f"{path}: not JSON we can read: nested too deeply") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: not a config (a JSON object was expected)")
-    return data
-
-
-class Config:
-    """A config's fields (``text_config`` merged over the top level), with typed, named access.
-    (Plain classes here, not dataclasses: creating a dataclass costs import time.)"""
-
-    def __init__(self, path: str, data: dict, nested: set | None = None):
-        self.path, self.data = path, data
-        self.nested = nested or set()   # keys that came from text_config
-        self.read: list = []            # field names read, in order (for the preset's source)
-        self.notes: list = []           # what was assumed
-        self.defaulted: set = set()     # keys filled from CLASS_DEFAULTS (assumed, not read)
-
-    @classmethod
-    def of(cls, data: dict, path: str) -> "Config":
-        text = data.get("text_config")
-        if text is None:
-            return cls(path, dict(data)).class_defaults()
-        if not isinstance(text, dict):
-            raise InputError(f"{path}: field 'text_config': not an object")
-        return cls(path, {**data, **text}, set(text)).class_defaults()
-
-    def class_defaults(self) -> "Config":
-        """Fill the fields the config leaves to its transformers class (CLASS_DEFAULTS), each with a note."""
-        kind = self.data.get("model_type")
-        if kind in CLASS_DEFAULTS and isinstance(kind, str):
-            owner, defaults = CLASS_DEFAULTS[kind]
-            for key, value in defaults.items():
-                if self.data.get(key) is None:
-                    if "model_type" in self.nested:
-                        self.nested.add(key)
-                    self.data[key] = self.assume(key, value, f"transformers' {owner} default")
-                    self.defaulted.add(key)
-        return self
-
-    def name(self, key: str) -> str:
-        return f"text_config.{key}" if key in self.nested else key
-
-    def fail(self, key: str, why: str):
-        raise InputError(f"{self.path}: field {self.name(key)!r}: {why}")
-
-    def has(self, key: str) -> bool:
-        return self.data.get(key) is not None
-
-    def get(self, key: str, default=None):
-        if self.has(key):
-            if key not in self.read and key not in self.defaulted:
-                self.read.append(key)
-            return self.data[key]
-        return default
-
-    def int(self, key: str, default=None, minimum: int = 1, what: str = "", maximum: int | None = None):
-        """An integer field in [minimum, maximum]; absent -> ``default`` (None default = required). ``maximum``
-        defaults to MAX_CONFIG_INT, or MAX_CONFIG_TOKENS for the token counts in LONG_FIELDS."""
-        value = self.get(key)
-        if value is None:
-            if default is None:
-                self.fail(key, f"missing{' (' + what + ')' if what else ''}")
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(key, f"{value!r} is not an integer")
-        if value < minimum:
-            self.fail(key, f"{value} must be {'> 0' if minimum == 1 else f'>= {minimum}'}")
-        limit = maximum or (MAX_CONFIG_TOKENS if key in LONG_FIELDS else MAX_CONFIG_INT)
-        if value > limit:
-            shown = f"{value:,}" if value < 10**21 else f"a {len(str(value))}-digit number"
-            self.fail(key, f"{shown} is absurdly large (limit {limit:,})")
-        return value
-
-    def assume(self, key: str, value, why: str):
-        """A default for an absent field, recorded as a note (once)."""
-        self.note(f"{self.name(key)} absent: assumed {value} ({why})")
-        return value
-
-    def note(self, text: str):
-        """Record what was assumed or how a field was read (once)."""
-        if text not in self.notes:
-            self.notes.append(text)
+def class_defaults(cfg: Config) -> Config:
+    """Fill the fields the config leaves to its transformers class (CLASS_DEFAULTS), each with a note."""
+    kind = cfg.text("model_type", record=False)
+    if kind in CLASS_DEFAULTS:
+        owner, defaults = CLASS_DEFAULTS[kind]
+        for key, value in defaults.items():
+            if cfg.data.get(key) is None:
+                if "model_type" in cfg.nested:
+                    cfg.nested.add(key)
+                cfg.data[key] = cfg.assume(key, value, f"transformers' {owner} default")
+                cfg.defaulted.add(key)
+    return cfg
 
 
 # ---------------------------------------------------------------- which kind each layer is
@@ -177,47 +76,45 @@ class Config:
 def _pattern(cfg: Config, layers: int) -> list:
     """One kind per layer ('full', 'sliding', 'chunked', 'linear', 'mamba', or None for no cache)."""
     if cfg.has("hybrid_override_pattern"):
-        pat = cfg.get("hybrid_override_pattern")
-        if not isinstance(pat, str) or len(pat) != layers:
-            cfg.fail("hybrid_override_pattern", f"needs one character per layer ({layers}), got {len(pat)}")
+        pat = cfg.text("hybrid_override_pattern")
+        if len(pat) != layers:
+            cfg.fail("hybrid_override_pattern", f"needs one character per layer ({layers}), got {len(pat):,}")
         bad = sorted(set(pat) - set(HYBRID_CHARS))
         if bad:
             cfg.fail("hybrid_override_pattern", f"unknown layer character(s) {''.join(bad)!r} (known: M * - E)")
         return [HYBRID_CHARS[c] for c in pat]
     if cfg.has("layer_types"):
-        types = cfg.get("layer_types")
-        if not isinstance(types, list) or len(types) != layers:
-            n = len(types) if isinstance(types, list) else "not a list"
-            cfg.fail("layer_types", f"has {n} entries but num_hidden_layers is {layers}")
-        unknown = sorted({str(t) for t in types if t not in LAYER_TYPES})
+        types = cfg.text_list("layer_types")
+        if len(types) != layers:
+            cfg.fail("layer_types", f"has {len(types):,} entries but num_hidden_layers is {layers}")
+        unknown = sorted({t[:40] for t in types if t not in LAYER_TYPES})
         if unknown:
             cfg.fail("layer_types", f"unknown layer type(s) {', '.join(unknown)} (known: {', '.join(LAYER_TYPES)})")
         return [LAYER_TYPES[t] for t in types]
     if cfg.has("hybrid_layer_pattern"):  # MiMo: 1 = sliding-window layer with the swa_* shapes
-        pat = cfg.get("hybrid_layer_pattern")
-        if not isinstance(pat, list) or len(pat) != layers or any(p not in (0, 1) for p in pat):
-            cfg.fail("hybrid_layer_pattern", f"needs {layers} entries of 0 (full) or 1 (sliding window)")
+        pat = cfg.int_list("hybrid_layer_pattern", layers, maximum=1, what="0 (full) or 1 (sliding window)")
         return ["sliding" if p else "full" for p in pat]
     if cfg.has("full_attention_interval"):  # Qwen3-Next: every n-th layer full, the rest linear attention
         n = cfg.int("full_attention_interval")
         return ["full" if (i + 1) % n == 0 else "linear" for i in range(layers)]
     if cfg.has("attention_chunk_size"):  # Llama 4: no_rope_layers[i] = 1 -> RoPE + chunked; 0 -> global NoPE
         flags = cfg.get("no_rope_layers")
-        if not flags:  # absent or [] -> transformers' default: every 4th layer is global (no_rope_layer_interval)
+        if flags is not None and flags != []:
+            flags = cfg.int_list("no_rope_layers", layers, maximum=1, what="flags 0 (global NoPE) or 1 (RoPE)")
+        else:  # absent or [] -> transformers' default: every 4th layer is global (no_rope_layer_interval)
             step = cfg.int("no_rope_layer_interval", 0)
             if not step:
                 step = 4
                 cfg.assume("no_rope_layers", "every 4th layer global (NoPE), the rest chunked", "transformers' default")
             flags = [int((i + 1) % step != 0) for i in range(layers)]
-        if not isinstance(flags, list) or len(flags) != layers:
-            cfg.fail("no_rope_layers", f"needs one flag per layer ({layers})")
         return ["chunked" if f else "full" for f in flags]
     if cfg.has("sliding_window_pattern"):  # Gemma 3: every n-th layer global
         n = cfg.int("sliding_window_pattern")
         return ["full" if (i + 1) % n == 0 else "sliding" for i in range(layers)]
-    if cfg.get("use_sliding_window") is False:  # Qwen2/Qwen3 ship a sliding_window value that is switched off
+    use_window = cfg.flag("use_sliding_window", None)
+    if use_window is False:  # Qwen2/Qwen3 ship a sliding_window value that is switched off
         return ["full"] * layers
-    if cfg.get("use_sliding_window") is True:  # Qwen2: layers from max_window_layers on use the window
+    if use_window is True:  # Qwen2: layers from max_window_layers on use the window
         first = cfg.int("max_window_layers", 0, minimum=0)
         return ["sliding" if i >= first else "full" for i in range(layers)]
     if cfg.has("sliding_window"):  # Mistral 7B v0.1: one window for every layer
@@ -317,7 +214,7 @@ def map_groups(cfg: Config) -> tuple[list[dict], dict]:
     if count["full"]:
         g_kv = cfg.int("num_global_key_value_heads", kv)   # Gemma 4 global layers
         g_dim = cfg.int("global_head_dim", dk)
-        k_eq_v = bool(cfg.get("attention_k_eq_v", False))
+        k_eq_v = cfg.flag("attention_k_eq_v")
         if k_eq_v:
             cfg.note(f"{cfg.name('attention_k_eq_v')}: K = V stored once on the full-attention layers")
         own = g_dim != dk or (g_dim if k_eq_v else dv) != dv
@@ -349,11 +246,10 @@ def map_groups(cfg: Config) -> tuple[list[dict], dict]:
 
 
 def _dtype_bytes(cfg: Config) -> float:
-    name = cfg.get("torch_dtype") or cfg.get("dtype")
+    key = "torch_dtype" if cfg.has("torch_dtype") else "dtype"
+    name = cfg.text(key, choices=DTYPES)
     if name is None:
         return cfg.assume("torch_dtype", 2, "bf16 weights")
-    if name not in DTYPES:
-        cfg.fail("torch_dtype" if cfg.has("torch_dtype") else "dtype", f"unknown dtype {name!r}")
     return DTYPES[name]
 
 
@@ -364,6 +260,20 @@ class Imported:
     def __init__(self, path: Path, preset: dict, notes: tuple, components: dict, measured: float | None):
         self.path, self.preset, self.notes, self.components = path, preset, notes, components
         self.measured_weight_bytes = measured
+        self.model = checked_model(path, preset)   # the ModelPreset every command uses
+
+
+def checked_model(path: Path, preset: dict):
+    """The preset built and bounded as a user's TOML file is (hidden_size 2^24 everywhere -> params absurd):
+    the one check ``import``, ``kv``, ``capacity`` and the rest share; InputError naming the file."""
+    from kvcalc.model.schema import ModelPreset, build, check_bounds
+
+    try:
+        model = build(ModelPreset, preset)
+        check_bounds(model)
+        return model
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{path}: {e}") from None
 
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -374,9 +284,10 @@ def _hf_quant_config(cfg: Config, path: Path) -> None:
     """Read a ModelOpt ``hf_quant_config.json`` next to the config as its quantization_config."""
     if not path.is_file():
         return
-    q = read_json(path).get("quantization")
-    if not isinstance(q, dict) or not q.get("quant_algo"):
+    q = Config(str(path), read_json(path)).section("quantization")
+    if q is None or not q.text("quant_algo"):
         raise InputError(f"{path}: field 'quantization.quant_algo': missing")
+    q = q.data
     cfg.data["quantization_config"] = {"quant_method": "modelopt", **q}
     cfg.note(f"quantization read from {path.name}")
 
@@ -386,8 +297,9 @@ def measured_weight_bytes(folder: Path) -> float | None:
     index = folder / INDEX_NAME
     if not index.is_file():
         return None
-    size = read_json(index).get("metadata", {}).get("total_size")
-    if isinstance(size, bool) or not isinstance(size, (int, float)) or size <= 0:
+    meta = Config(str(index), read_json(index)).section("metadata")
+    size = meta.get("total_size") if meta is not None else None
+    if isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size < float("inf"):
         raise InputError(f"{index}: field 'metadata.total_size': missing or not a positive number")
     return float(size)
 
@@ -398,28 +310,28 @@ def import_config(ref: str, data: dict | None = None, origin: str | None = None,
     from kvcalc.model import config_params
 
     path = config_file(ref) if data is None else Path(ref)
-    cfg = Config.of(read_json(path) if data is None else data, str(path))
+    cfg = class_defaults(Config.of(read_json(path) if data is None else data, str(path)))
     if data is None and not cfg.has("quantization_config"):
         _hf_quant_config(cfg, path.parent / HF_QUANT_NAME)
     groups, top = map_groups(cfg)
     params = config_params.count(cfg, _dtype_bytes(cfg))
     components = params.pop("components")
     preset = {"schema_version": 1, "source": "",
-              "display_name": name or config_label(cfg.get("_name_or_path"), path)}
+              "display_name": name or config_label(cfg.text("_name_or_path"), path)}
     preset |= params
     preset |= {k: v for k, v in top.items() if v}
     preset |= {"vocab_size": cfg.int("vocab_size", 0, minimum=0) or None, "hidden_size": cfg.int("hidden_size"),
                "tie_word_embeddings": config_params.tied(cfg)}
-    kv_quant = (cfg.get("quantization_config") or {}).get("kv_cache_quant_algo")
+    quant = cfg.section("quantization_config")
+    kv_quant = quant.text("kv_cache_quant_algo") if quant is not None else None
     if kv_quant:
-        if str(kv_quant).lower() != "fp8":
-            cfg.fail("quantization_config", f"kv_cache_quant_algo {kv_quant!r} is not mapped (known: FP8)")
+        if kv_quant.lower() != "fp8":
+            quant.fail("kv_cache_quant_algo", f"{kv_quant!r} is not mapped (known: FP8)")
         preset["kv_dtype"] = "fp8"
         cfg.note("KV cache in fp8: the checkpoint's kv_cache_quant_algo is FP8")
-    state = cfg.get("mamba_ssm_dtype") or cfg.get("mamba_ssm_cache_dtype")
+    state_key = "mamba_ssm_dtype" if cfg.has("mamba_ssm_dtype") else "mamba_ssm_cache_dtype"
+    state = cfg.text(state_key, choices=STATE_DTYPES)
     if state is not None:
-        if state not in STATE_DTYPES:
-            cfg.fail("mamba_ssm_dtype", f"unknown dtype {state!r}")
         preset["state_dtype"] = STATE_DTYPES[state]
     if cfg.has("max_position_embeddings"):
         preset["max_context_tokens"] = cfg.int("max_position_embeddings")

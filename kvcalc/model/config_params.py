@@ -32,7 +32,7 @@ COMPONENTS = ("embedding", "lm_head", "attention", "dense_mlp", "shared_experts"
 
 def _mlp(cfg, hidden: int, inter: int) -> int:
     """One MLP (or expert): 3 matrices when gated, 2 with relu2 (Nemotron-H's mlp_hidden_act)."""
-    mats = 2 if cfg.get("mlp_hidden_act") in ("relu2", "relu_squared") else 3
+    mats = 2 if cfg.text("mlp_hidden_act") in ("relu2", "relu_squared") else 3
     return mats * hidden * inter
 
 
@@ -66,11 +66,11 @@ def _attention(cfg, kind: str, hidden: int, top: dict) -> int:
         heads, kv = cfg.int("swa_num_attention_heads", heads), cfg.int("swa_num_key_value_heads", kv)
         dk = cfg.int("swa_head_dim")
         dv = cfg.int("swa_v_head_dim", dk)
-    v_proj = 0 if (kind == "full" and cfg.get("attention_k_eq_v")) else hidden * kv * dv
+    v_proj = 0 if (kind == "full" and cfg.flag("attention_k_eq_v")) else hidden * kv * dv
     n = hidden * heads * dk + hidden * kv * dk + v_proj + heads * dv * hidden
-    if cfg.get("attn_output_gate"):  # Qwen3.5: q_proj also yields a per-head output gate (heads x d_k more)
+    if cfg.flag("attn_output_gate"):  # Qwen3.5: q_proj also yields a per-head output gate (heads x d_k more)
         n += hidden * heads * dk
-    if cfg.get("attention_bias"):
+    if cfg.flag("attention_bias"):
         n += heads * dk + kv * dk + (kv * dv if v_proj else 0) + hidden
     return n
 
@@ -82,11 +82,12 @@ def _moe_layers(cfg, layers: int, mlp_kinds: list) -> list[bool]:
     if mlp_kinds is not None:  # Nemotron-H: E in the pattern
         return [k == "moe" for k in mlp_kinds]
     first = cfg.int("first_k_dense_replace", 0, minimum=0)
-    freq = cfg.get("moe_layer_freq", 1)
     step = cfg.int("decoder_sparse_step", 0) or cfg.int("interleave_moe_layer_step", 1)
-    dense = set(cfg.get("mlp_only_layers") or [])
-    if isinstance(freq, list):
-        return [bool(f) for f in freq]
+    dense = set(cfg.int_list("mlp_only_layers", maximum=layers - 1, what="layer indices")
+                if cfg.has("mlp_only_layers") else [])
+    if isinstance(cfg.get("moe_layer_freq"), list):  # one 0/1 flag per layer
+        return [bool(f) for f in cfg.int_list("moe_layer_freq", layers, maximum=1, what="flags 0 or 1")]
+    freq = cfg.int("moe_layer_freq", 1)
     return [i >= first and i % freq == 0 and (i + 1) % step == 0 and i not in dense for i in range(layers)]
 
 
@@ -120,6 +121,7 @@ def count(cfg, dtype_bytes: float) -> dict:
     moe = _moe_layers(cfg, layers, mlp_kinds)
     experts = cfg.int("n_routed_experts", 0) or cfg.int("num_experts", 0) or cfg.int("num_local_experts", 0)
     top_k = cfg.int("num_experts_per_tok", 0) or cfg.int("experts_per_token", 1)
+    check_top_k(cfg, experts, top_k)
     inter = cfg.int("intermediate_size", 0, minimum=0)
     dense_inter = cfg.int("intermediate_size_mlp", 0) or inter
     moe_inter = cfg.int("moe_intermediate_size", 0) or inter
@@ -142,6 +144,13 @@ def count(cfg, dtype_bytes: float) -> dict:
     return _totals(cfg, parts, inactive, dtype_bytes)
 
 
+def check_top_k(cfg, experts: int, top_k: int) -> None:
+    """A token cannot use more experts than the layer has."""
+    if experts and top_k > experts:
+        key = "num_experts_per_tok" if cfg.has("num_experts_per_tok") else "experts_per_token"
+        cfg.fail(key, f"{top_k:,} experts per token, but the model has only {experts:,}")
+
+
 def _totals(cfg, parts: dict, inactive: int, dtype_bytes: float) -> dict:
     from kvcalc.out import units
 
@@ -160,7 +169,7 @@ def tied(cfg) -> bool:
     if "tie_word_embeddings" not in cfg.data:
         cfg.assume("tie_word_embeddings", "true", "transformers' default: the LM head is the embedding")
         return True
-    return bool(cfg.get("tie_word_embeddings"))
+    return cfg.flag("tie_word_embeddings")
 
 
 def _shared_params(cfg, hidden: int, moe_inter: int) -> int:
@@ -169,7 +178,7 @@ def _shared_params(cfg, hidden: int, moe_inter: int) -> int:
     if cfg.has("shared_expert_intermediate_size"):
         size = cfg.int("shared_expert_intermediate_size", 0, minimum=0)
         return _mlp(cfg, hidden, size) + hidden if size else 0
-    if str(cfg.get("model_type", "")).startswith("llama4"):
+    if (cfg.text("model_type") or "").startswith("llama4"):
         cfg.note("Llama 4: one shared expert of intermediate_size per MoE layer (modeling_llama4.py; "
                          "the config has no field for it)")
         return _mlp(cfg, hidden, cfg.int("intermediate_size"))
@@ -180,22 +189,22 @@ def _shared_params(cfg, hidden: int, moe_inter: int) -> int:
 
 def _quant(cfg) -> tuple[str | None, float, list[str]]:
     """(method, bytes per quantized param, patterns left unquantized) from quantization_config."""
-    q = cfg.get("quantization_config")
-    if not q:
+    q = cfg.section("quantization_config")
+    if q is None or not q.data:
         return None, 0, []
-    if not isinstance(q, dict):
-        cfg.fail("quantization_config", "not an object")
-    method = str(q.get("quant_method") or "").lower()
-    algo = str(q.get("quant_algo") or "").lower()
-    skip = list(q.get("modules_to_not_convert") or q.get("ignored_layers") or q.get("exclude_modules") or [])
+    method = (q.text("quant_method") or "").lower()
+    algo = (q.text("quant_algo") or "").lower()
+    skip_key = next((k for k in ("modules_to_not_convert", "ignored_layers", "exclude_modules") if q.has(k)), None)
+    skip = q.text_list(skip_key) if skip_key else []
     if method == "fp8":  # one scale per block: fp32 (DeepSeek V3's scale_inv) or UE8M0 (1 B, scale_fmt ue8m0)
-        block = q.get("weight_block_size") or [128, 128]
-        scale = 1 if str(q.get("scale_fmt") or "").lower() == "ue8m0" else 4
+        block = q.int_list("weight_block_size", 2, minimum=1, what="sizes") if q.has("weight_block_size") \
+            else [128, 128]
+        scale = 1 if (q.text("scale_fmt") or "").lower() == "ue8m0" else 4
         return "fp8", 1 + scale / (block[0] * block[1]), skip
     if method == "mxfp4":
         return "mxfp4", QUANT_BYTES["mxfp4"], skip
     if algo == "nvfp4" or method == "nvfp4":  # 4-bit elements + one FP8 scale per group (16)
-        group = q.get("group_size") or 16
+        group = q.int("group_size", 16)  # elements per FP8 scale
         return "nvfp4", 0.5 + 1 / group, skip
     if method == "modelopt" and algo == "fp8":  # per-tensor scales: 1 B/param
         return "fp8", 1.0, skip
@@ -218,8 +227,8 @@ def _component_bytes(cfg, parts: dict, dtype_bytes: float) -> dict:
         if quantized and any(m in s for s in skip for m in _SKIP_MARKS[name]):
             quantized = False
         out[name] = n * (qbytes if quantized else dtype_bytes)
-    if cfg.get("expert_dtype") is not None:  # DeepSeek V4: routed experts stored apart from the FP8 backbone
-        kind = str(cfg.get("expert_dtype")).lower()
+    if cfg.has("expert_dtype"):  # DeepSeek V4: routed experts stored apart from the FP8 backbone
+        kind = cfg.text("expert_dtype").lower()
         if kind not in EXPERT_BYTES:
             cfg.fail("expert_dtype", f"{kind!r} is not mapped (known: {', '.join(EXPERT_BYTES)})")
         out["routed_experts"] = parts["routed_experts"] * EXPERT_BYTES[kind]

@@ -15,11 +15,10 @@ GROUP_COLUMNS = (("group", "group", "text"), ("kind", "kind", "text"), ("layers"
 def import_result(imported: Imported, output: str | None = None):
     """Parameters and weight bytes per component (raw counts and bytes) and the layer groups of the preset."""
     from kvcalc.model import attention as att
-    from kvcalc.model.schema import ModelPreset, build
     from kvcalc.out.results import Column, Result, Table
     from kvcalc.out.units import fmt_bytes
 
-    model = build(ModelPreset, imported.preset)
+    model = imported.model
     rows = [{"component": k, "params": n, "weight_bytes": b, "bytes_per_param": b / n}
             for k, (n, b) in imported.components.items()]
     total_params = sum(n for n, _ in imported.components.values())

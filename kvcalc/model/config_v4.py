@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from math import lcm
 
+MAX_RATIO = 2**16         # a compression ratio (V4: 4 and 128); past it the compressor state is absurd
 STATE_BYTES = 4          # the compressor keeps its tail in fp32
 INDEXED_RATIO = 4        # model.py: an Indexer only where compress_ratio == 4
 PAGE_ALIGN_BYTES = 576   # FlashMLA page alignment
@@ -33,6 +34,9 @@ def ratios(cfg, layers: int, mtp: int) -> tuple[list[int], list[int]]:
     value = cfg.get("compress_ratios")
     if not isinstance(value, list) or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in value):
         cfg.fail("compress_ratios", "needs a list of non-negative integers (0 = sliding window only)")
+    big = max(value, default=0)
+    if big > MAX_RATIO:
+        cfg.fail("compress_ratios", f"a ratio of {big:,} is absurdly large (limit {MAX_RATIO:,})")
     if len(value) not in (layers, layers + mtp):
         cfg.fail("compress_ratios", f"has {len(value)} entries but num_hidden_layers is {layers}"
                  + (f" (+ {mtp} MTP)" if mtp else ""))
@@ -45,6 +49,8 @@ def ratios(cfg, layers: int, mtp: int) -> tuple[list[int], list[int]]:
 def entry_bytes(cfg) -> int:
     """One V4 KV entry [B]: nope dims fp8 + rope dims bf16 + one UE8M0 scale per 64 nope dims, padded to 8 B."""
     dim, rope = cfg.int("head_dim"), cfg.int("qk_rope_head_dim")
+    if rope >= dim:
+        cfg.fail("qk_rope_head_dim", f"{rope:,} must be below head_dim {dim:,} (the rest are the fp8 nope dims)")
     nope = dim - rope
     raw = nope + 2 * rope + -(-nope // 64)
     return -(-raw // 8) * 8
@@ -125,9 +131,12 @@ def parts(cfg, mlp) -> tuple[dict, int]:
     main = cfg.get("compress_ratios")[:layers]   # checked by groups()
     vocab = cfg.int("vocab_size", 0, minimum=0)
     experts, top_k = cfg.int("n_routed_experts"), cfg.int("num_experts_per_tok")
+    from kvcalc.model.config_params import check_top_k
+
+    check_top_k(cfg, experts, top_k)
     inter = cfg.int("moe_intermediate_size")
     expert = mlp(hidden, inter)
-    p = {"embedding": vocab * hidden, "lm_head": 0 if cfg.get("tie_word_embeddings") else vocab * hidden,
+    p = {"embedding": vocab * hidden, "lm_head": 0 if cfg.flag("tie_word_embeddings") else vocab * hidden,
          "attention": 0, "dense_mlp": 0, "shared_experts": 0, "routed_experts": 0, "other": 0}
     attn = hidden * q_lora + q_lora * heads * dim + hidden * dim + heads * dim * o_lora + o_groups * o_lora * hidden
     hc = 2 * ((m * m + 2 * m) * m * hidden + m * m + 2 * m + 3) if m > 1 else 0

@@ -1,7 +1,9 @@
 """Render a Result as a rich table, JSON, CSV or Markdown: the only place numbers are formatted for output.
 
 JSON envelope: {"kvcalc": VERSION, "schema": 1, "command", "inputs", "results", "tables", "checks", "notes"};
-numbers raw in base units (bytes, seconds, FLOP, USD); NaN and infinity become null.
+numbers raw in base units (bytes, seconds, FLOP, USD); NaN and infinity become null. Output goes through
+:func:`write`, which first checks that no NaN or infinity reached it (kvcalc.out.finite: a bug, exit 3); the
+formatters below still render one as null / n/a, a last line of defence for callers of the library.
 """
 
 from __future__ import annotations
@@ -230,6 +232,22 @@ def to_table(result: Result, width: int = 160, explain: bool = False) -> str:
     from kvcalc.out.text import MIN_WIDTH
 
     return "\n".join(line for line, _ in table_lines(result, max(width, MIN_WIDTH), explain)) + "\n"
+
+
+def write(result: Result, fmt: str, stream, checks: list[dict] = (), explain: bool = False) -> None:
+    """Write ``result`` on ``stream`` in ``fmt`` (table, json, csv, markdown): the one way a command's output
+    leaves kvcalc, so every format refuses a NaN or infinity alike (check_finite raises NonFiniteOutput)."""
+    from kvcalc.out.finite import check_finite
+
+    check_finite(result)
+    if fmt == "json":
+        stream.write(to_json(result, checks, explain) + "\n")
+    elif fmt == "csv":
+        stream.write(to_csv(result))
+    elif fmt == "markdown":
+        stream.write(to_markdown(result, explain))
+    else:
+        write_tables(result, stream, explain)
 
 
 def write_tables(result: Result, stream, explain: bool = False) -> None:

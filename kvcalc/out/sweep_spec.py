@@ -6,7 +6,8 @@ SPEC is one of
   ``:linN`` (N points evenly spaced) or ``:stepS`` (LO, LO + S, ... up to HI; S read like LO and HI, so
   ``1k..64k:step4k`` steps 4,096 tokens). Without a mode an integer axis steps by 1 and any other is ``:lin10``.
 Integer axes round log/lin points to whole numbers and drop the repeats this makes (order kept).
-Ranges and grids are counted before any point is made, so a typo such as ``1..1e12:step1`` fails at once.
+Ranges and grids are counted before any point is made, so a typo such as ``1..1e12:step1`` fails at once; a
+:class:`Budget` also prices the count (bytes and seconds per point of the target) before anything is allocated.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from typing import Any, Callable
 from kvcalc.out.errors import InputError
 
 MAX_POINTS = 10**7
+# What a sweep may spend by default (--max-memory, --max-seconds raise it): estimated from the target's measured
+# cost per point, so a grid that would run out of memory or take minutes is refused before it starts.
+DEFAULT_MAX_BYTES = 2e9
+DEFAULT_MAX_SECONDS = 10.0
 _MODE_RE = re.compile(r"^(log|lin|step)(.+)$", re.IGNORECASE)
 
 
@@ -32,6 +37,36 @@ class AxisValues:
 
     def __len__(self) -> int:
         return len(self.values)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a sweep may spend (points, memory [B], time [s]) and what one point of its target costs: held
+    [B per point] and computed and rendered [s per point], plus a fixed cost [s] (e.g. one pass over a trace)."""
+
+    max_points: int = MAX_POINTS
+    max_bytes: float = DEFAULT_MAX_BYTES
+    max_seconds: float = DEFAULT_MAX_SECONDS
+    bytes_per_point: float = 0.0
+    seconds_per_point: float = 0.0
+
+    def check(self, n, what: str, fixed_seconds: float = 0.0) -> None:
+        """InputError naming ``what`` (an axis or the grid) when ``n`` points exceed the budget."""
+        from kvcalc.out.units import fmt_bytes, fmt_seconds
+
+        if n > self.max_points:
+            shown = f"{n:,}" if n < 10**21 else f"a {len(str(n))}-digit number of"
+            raise InputError(f"{what}: {shown} points exceed the limit of {self.max_points:,}; "
+                             "raise it with --max-points")
+        held = n * self.bytes_per_point
+        if held > self.max_bytes:
+            raise InputError(f"{what}: {n:,} points would hold ~{fmt_bytes(held)} ({self.bytes_per_point:,.0f} B "
+                             f"per point), over the budget of {fmt_bytes(self.max_bytes)}; raise it with --max-memory")
+        spent = n * self.seconds_per_point + fixed_seconds
+        if spent > self.max_seconds:
+            raise InputError(f"{what}: {n:,} points would take ~{fmt_seconds(spent)} (about "
+                             f"{fmt_seconds(spent / n)} per point), over the budget of "
+                             f"{fmt_seconds(self.max_seconds)}; raise it with --max-seconds")
 
 
 def split_assignment(text: str, flag: str) -> tuple[str, str]:
@@ -57,7 +92,7 @@ def _unique(values: list) -> list:
     return out
 
 
-def _range(name: str, spec: str, what: str, parse: Callable[[str], float], integer: bool, max_points: int):
+def _range(name: str, spec: str, what: str, parse: Callable[[str], float], integer: bool, budget: Budget):
     import numpy as np
 
     lo_text, _, rest = spec.partition("..")
@@ -78,12 +113,15 @@ def _range(name: str, spec: str, what: str, parse: Callable[[str], float], integ
         step = parse(arg)
         if not step > 0:
             raise InputError(f"{what}: step of zero in {spec!r}")
-        n = math.floor((hi - lo) / step * (1 + 1e-12)) + 1
-        _limit(n, f"{what} {spec!r}", max_points)
+        span = (hi - lo) / step * (1 + 1e-12)
+        if not math.isfinite(span):  # 1..1e308:step1e-300
+            raise InputError(f"{what}: {spec!r} has more points than a float can count; use :logN or a larger step")
+        n = math.floor(span) + 1
+        budget.check(n, f"{what} {spec!r}")
         values = np.minimum(lo + np.arange(n) * step, hi)  # 0.1..1:step0.1 ends at 1, not 1.0000000000000002
     else:
         n = _count(arg, what)
-        _limit(n, f"{what} {spec!r}", max_points)
+        budget.check(n, f"{what} {spec!r}")
         if kind == "log":
             if lo <= 0:
                 raise InputError(f"{what}: a log range needs a start > 0, got {lo_text.strip()}")
@@ -97,24 +135,21 @@ def _range(name: str, spec: str, what: str, parse: Callable[[str], float], integ
     return values
 
 
-def _limit(n: int, what: str, max_points: int) -> None:
-    if n > max_points:
-        raise InputError(f"{what}: {n:,} points exceed the limit of {max_points:,}; raise it with --max-points")
-
-
 def parse_axis(name: str, spec: str, parse: Callable[[str], Any], numeric: bool, integer: bool = False,
-               max_points: int = MAX_POINTS, flag: str = "--vary") -> AxisValues:
+               max_points: int = MAX_POINTS, flag: str = "--vary", budget: Budget | None = None) -> AxisValues:
     """Expand one axis spec with the axis's value parser ``parse`` (which raises InputError naming the value).
-    Lists keep their order (repeats included); ranges need a numeric axis."""
+    Lists keep their order (repeats included); ranges need a numeric axis. The count is checked against
+    ``budget`` (default: ``max_points`` alone) before any point is made."""
     what = f"{flag} {name}"
+    budget = budget or Budget(max_points=max_points, max_bytes=math.inf, max_seconds=math.inf)
     if ".." in spec:
         if not numeric:
             raise InputError(f"{what}: a range needs a numeric axis; list the values instead (a,b,c)")
-        return AxisValues(name, _range(name, spec, what, parse, integer, max_points), True)
+        return AxisValues(name, _range(name, spec, what, parse, integer, budget), True)
     items = [p.strip() for p in spec.split(",")]
     if not all(items):
         raise InputError(f"{what}: empty item in the list {spec!r}")
-    _limit(len(items), what, max_points)
+    budget.check(len(items), what)
     values = [parse(p) for p in items]
     if numeric:
         import numpy as np
@@ -123,11 +158,12 @@ def parse_axis(name: str, spec: str, parse: Callable[[str], Any], numeric: bool,
     return AxisValues(name, values, False)
 
 
-def check_grid(axes: list[AxisValues], max_points: int = MAX_POINTS) -> int:
-    """The number of points in the product of ``axes``; InputError past ``max_points`` (naming --max-points)."""
+def check_grid(axes: list[AxisValues], max_points: int = MAX_POINTS, budget: Budget | None = None,
+               fixed_seconds: float = 0.0) -> int:
+    """The number of points in the product of ``axes``; InputError past ``max_points`` (naming --max-points) or
+    past ``budget`` (naming --max-memory or --max-seconds)."""
     n = math.prod(len(a) for a in axes)
-    if n > max_points:
-        sizes = " x ".join(f"{len(a):,} {a.name}" for a in axes)
-        raise InputError(f"--vary: the grid of {sizes} = {n:,} points exceeds the limit of {max_points:,}; "
-                         "raise it with --max-points")
+    budget = budget or Budget(max_points=max_points, max_bytes=math.inf, max_seconds=math.inf)
+    sizes = " x ".join(f"{len(a):,} {a.name}" for a in axes)
+    budget.check(n, f"--vary: the grid of {sizes}" if len(axes) > 1 else f"--vary {axes[0].name}", fixed_seconds)
     return n

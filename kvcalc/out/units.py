@@ -47,11 +47,31 @@ MAX_CURVE_POINTS = 10_000        # points of a hit-rate curve (each is a row; th
 MAX_KV_GROUP_SIZE = 2**20        # elements per int4 scale+zero group (KIVI: 32)
 MAX_GROUP_START_TESTS = 2 * 10**7  # group starts a prefix tree may walk (counts that do not divide; ~0.5 s)
 MAX_SWEEP_POINTS = 10**9         # --max-points of a sweep (its default refuses grids over 10^7)
+MAX_SWEEP_BYTES = 1e13           # --max-memory of a sweep [B] (default 2 GB): 10 TB is no machine's RAM
+MAX_SWEEP_SECONDS = 604_800.0    # --max-seconds of a sweep [s] (default 10): one week
 MIN_MFU = 1e-3                   # a model-FLOPs utilisation below 0.1% is a typo (end to end: ~15-60%)
 MIN_DECODE_TOKENS_PER_S = 1e-3   # decode speed per request [tok/s]: one token in ~17 minutes
 MAX_DECODE_TOKENS_PER_S = 1e7    # decode speed per request [tok/s]: ~1e4x the fastest served today
 MAX_USD_PER_GPU_HOUR = 1e4       # price [USD per GPU-hour]: rentals are ~$1-$10
 MAX_OVERLAP_US = 3.6e9           # a prefetch window [us]: one hour
+
+# The bound of each numeric option a single command and a sweep axis share, by the option's name (issue 21: one
+# definition, so ``sweep cost --vary decode-tokens-per-s=1e308`` is refused as ``cost --decode-tokens-per-s
+# 1e308`` is): name -> (minimum or None, maximum, zero allowed). Fractions (mfu-prefill) are in (0, 1] anyway.
+OPTION_BOUNDS = {
+    "gpus": (None, MAX_GPUS, False),
+    "requests": (None, MAX_REQUESTS, False),
+    "output-tokens": (None, MAX_TOKENS, True),
+    "block-tokens": (None, MAX_BLOCK_TOKENS, False),
+    "price-per-gpu-hour": (None, MAX_USD_PER_GPU_HOUR, False),
+    "decode-tokens-per-s": (MIN_DECODE_TOKENS_PER_S, MAX_DECODE_TOKENS_PER_S, False),
+    "mfu-prefill": (MIN_MFU, 1.0, False),
+    "pd-overlap-us": (None, MAX_OVERLAP_US, True),
+    "kv-group-size": (None, MAX_KV_GROUP_SIZE, False),
+    "kv-residual-tokens": (None, MAX_TOKENS, True),
+    # a GPU's memory as an engine's log states it [B]: 1 MiB to 1 PB (5e-324 B made --solve answer inf)
+    "total-memory": (float(MiB), 1e15, False),
+}
 
 TOKEN_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 CAPACITY_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
@@ -228,6 +248,18 @@ def check_fraction(value: float, what: str, minimum: float | None = None) -> flo
     if minimum is not None and value < minimum:
         raise InputError(f"{what}: {value:g} is absurdly small (minimum {minimum:g})")
     return value
+
+
+def check_option(name: str, value: float, what: str | None = None) -> float:
+    """``value`` within the bound of option ``name`` in OPTION_BOUNDS (InputError naming ``what``, by default
+    ``--name``) -> value as a float."""
+    minimum, limit, zero = OPTION_BOUNDS[name]
+    return check_positive(value, what or f"--{name}", allow_zero=zero, limit=limit, minimum=minimum)
+
+
+def option_minimum(name: str) -> float | None:
+    """The smallest value option ``name`` accepts (a fraction's floor: mfu-prefill 0.1%), None when unbounded."""
+    return OPTION_BOUNDS[name][0]
 
 
 def check_positive(value: float, what: str, allow_zero: bool = False, limit: float | None = None,

@@ -15,12 +15,12 @@ import itertools
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Optional, get_args
+from typing import Any, get_args
 
 from kvcalc.model.schema import IndexerDtype, KvDtype, MlaLayout, StateDtype
 from kvcalc.out import units
 from kvcalc.out.errors import InputError
-from kvcalc.out.sweep_spec import MAX_POINTS, AxisValues, check_grid, parse_axis
+from kvcalc.out.sweep_spec import MAX_POINTS, AxisValues, Budget, check_grid, parse_axis
 
 TARGETS = ("kv", "capacity", "cost", "compare", "trace")  # trace: registered by kvcalc.trace.sweep
 
@@ -33,8 +33,7 @@ class AxisDef:
     column_kind: str = "text"    # render kind of its column (results.py)
     choices: tuple = ()          # allowed values (choice) or the preset kind (preset: ("models",))
     vector: bool = False         # evaluated as a numpy array inside one call (kv, capacity)
-    zero_ok: bool = False
-    limit: Optional[float] = None
+    bound: str = ""              # the option whose bound it shares (units.OPTION_BOUNDS), e.g. "gpus"
 
     @property
     def numeric(self) -> bool:
@@ -50,29 +49,31 @@ LAYOUT_AXES = {"kv-dtype": choice(*get_args(KvDtype)), "mla-layout": choice(*get
            "indexer-dtype": choice(*get_args(IndexerDtype)), "state-dtype": choice(*get_args(StateDtype)),
            "mtp": choice("off", "on"),
            # the grouped-INT4 formats' parameters (kv --kv-group-size / --kv-residual-tokens), same bounds
-           "kv-group-size": AxisDef("int", "int", limit=units.MAX_KV_GROUP_SIZE),
-           "kv-residual-tokens": AxisDef("int", "tokens", zero_ok=True, limit=units.MAX_TOKENS)}
+           "kv-group-size": AxisDef("int", "int", bound="kv-group-size"),
+           "kv-residual-tokens": AxisDef("int", "tokens", bound="kv-residual-tokens")}
 MODEL_AXIS = AxisDef("preset", choices=("models",))
 _CONTEXT = AxisDef("tokens", "tokens", vector=True)
 _SCENARIO_AXES = {
     "scenario": AxisDef("preset", choices=("scenarios",)), "model": MODEL_AXIS,
-    "hardware": AxisDef("preset", choices=("hardware",)), "gpus": AxisDef("int", "int", limit=units.MAX_GPUS),
-    "workload": AxisDef("preset", choices=("workloads",)), "price-per-gpu-hour": AxisDef("float", "usd"),
-    "mfu-prefill": AxisDef("fraction", "percent"), "decode-tokens-per-s": AxisDef("float", "tokens_per_s"),
+    "hardware": AxisDef("preset", choices=("hardware",)), "gpus": AxisDef("int", "int", bound="gpus"),
+    "workload": AxisDef("preset", choices=("workloads",)),
+    "price-per-gpu-hour": AxisDef("float", "usd", bound="price-per-gpu-hour"),
+    "mfu-prefill": AxisDef("fraction", "percent", bound="mfu-prefill"),
+    "decode-tokens-per-s": AxisDef("float", "tokens_per_s", bound="decode-tokens-per-s"),
     "warm": choice("cold", "warm"), "attention-flops": choice("on", "off"),
     "pd-link": AxisDef("preset", choices=("links",)),
-    "requests": AxisDef("int", "int", limit=units.MAX_REQUESTS), "context": AxisDef("tokens", "tokens"),
-    "output-tokens": AxisDef("int", "tokens", zero_ok=True, limit=units.MAX_REQUESTS),
-    "shared-prefix": AxisDef("tokens", "tokens", zero_ok=True), **LAYOUT_AXES}
+    "requests": AxisDef("int", "int", bound="requests"), "context": AxisDef("tokens", "tokens"),
+    "output-tokens": AxisDef("int", "tokens", bound="output-tokens"),
+    "shared-prefix": AxisDef("tokens", "tokens", bound="zero"), **LAYOUT_AXES}
 AXES: dict[str, dict[str, AxisDef]] = {
     "kv": {"model": MODEL_AXIS, "context": _CONTEXT, **LAYOUT_AXES},
     "capacity": {
         "model": MODEL_AXIS, "hardware": AxisDef("preset", choices=("hardware",)),
         "link": AxisDef("preset", choices=("links",)), "context": _CONTEXT,
-        "gpus": AxisDef("int", "int", vector=True, limit=units.MAX_GPUS),
+        "gpus": AxisDef("int", "int", vector=True, bound="gpus"),
         "hbm-utilization": AxisDef("fraction", "percent", vector=True),
-        "reserve": AxisDef("bytes", "bytes", vector=True, zero_ok=True),
-        "block-tokens": AxisDef("int", "int", limit=units.MAX_BLOCK_TOKENS),
+        "reserve": AxisDef("bytes", "bytes", vector=True, bound="zero"),
+        "block-tokens": AxisDef("int", "int", bound="block-tokens"),
         "attention": choice("tp", "dp"), "bandwidth": choice("measured", "theoretical"), **LAYOUT_AXES},
     "cost": {"strategy": choice("lru", "prefix-tree"), **_SCENARIO_AXES},
     "compare": _SCENARIO_AXES,
@@ -90,6 +91,36 @@ DEFAULT_Y = {"kv": "kv_bytes_per_request", "capacity": "max_requests", "cost": "
              "compare": "usd_per_mtok_blended"}
 
 
+# What one point costs each target [B held, s to compute and render], measured with bench/bench_sweep_cost.py
+# on this project's 2-core machine shared by other jobs (JSON and table, the dearer of the two, rounded up ~1.3x):
+# kv 20-66 us and 1.6-2.5 kB (vectorised), capacity 68-86 us and 2.9-6.1 kB (vectorised), cost 0.6-1.8 ms and
+# 1.3-6.6 kB, compare 2.3-3.0 ms and 3.9-14 kB (looped, two rows), trace 94-128 us and 1.8-3.6 kB a row (plus
+# its passes over the file: EXTRA_COST). The row dicts, not the numpy columns, are what a point holds.
+POINT_COST = {"kv": (3_000, 80e-6), "capacity": (7_000, 120e-6), "cost": (8_000, 2.5e-3),
+              "compare": (16_000, 4e-3), "trace": (4_000, 150e-6)}
+# target -> (axes, fixed settings) -> (extra seconds per point, fixed seconds): what depends on the inputs
+EXTRA_COST: dict[str, Any] = {}
+
+
+def budget_for(target: str, limits: Budget | None = None) -> Budget:
+    """``limits`` (points, bytes, seconds a sweep may spend) with the per-point costs of ``target``."""
+    import dataclasses
+
+    held, spent = POINT_COST.get(target, (0.0, 0.0))
+    return dataclasses.replace(limits or Budget(), bytes_per_point=held, seconds_per_point=spent)
+
+
+def check_cost(target: str, axes: list[AxisValues], fixed: dict, limits: Budget | None = None) -> None:
+    """Refuse (InputError naming the grid and the option that raises the budget) a sweep whose estimated memory or
+    time, with what the inputs add (a trace's size), exceeds ``limits``; before any point is computed."""
+    import dataclasses
+
+    budget = budget_for(target, limits)
+    extra, fixed_s = EXTRA_COST[target](axes, fixed) if target in EXTRA_COST else (0.0, 0.0)
+    check_grid(axes, budget.max_points, dataclasses.replace(budget, seconds_per_point=budget.seconds_per_point
+                                                            + extra), fixed_s)
+
+
 def axis_def(target: str, name: str, flag: str) -> AxisDef:
     """The definition of input ``name`` for ``target``; InputError with close matches when unknown."""
     known = AXES[target]
@@ -101,9 +132,11 @@ def axis_def(target: str, name: str, flag: str) -> AxisDef:
 
 
 def parse_value(d: AxisDef, text: str, what: str):
-    """One value of an axis from text, bounded like the single-point command's option (InputError naming it)."""
+    """One value of an axis from text, bounded like the single-point command's option (InputError naming it):
+    the bound of the option ``d.bound`` names (units.OPTION_BOUNDS; "zero": any size from 0)."""
+    zero_ok = d.bound == "zero"
     if d.kind == "tokens":
-        return units.parse_tokens(text, what, allow_zero=d.zero_ok)
+        return units.parse_tokens(text, what, allow_zero=zero_ok)
     if d.kind == "captokens":  # cache capacities: decimal, 3m = 3,000,000
         return units.parse_token_capacity(text, what)
     if d.kind == "path":
@@ -117,12 +150,18 @@ def parse_value(d: AxisDef, text: str, what: str):
         if not re.fullmatch(pattern, text.strip()):
             raise InputError(f"{what}: cannot read {text!r} as {'a whole number' if d.kind == 'int' else 'a number'}")
         v = int(text) if d.kind == "int" else float(text)
-        units.check_positive(v, what, allow_zero=d.zero_ok, limit=d.limit)
+        if len(text) > 400:  # int('9' * 5000) would take long and fail past 4,300 digits: absurd either way
+            raise InputError(f"{what}: a {len(text)}-digit number is absurdly large")
+        if d.bound in units.OPTION_BOUNDS:
+            units.check_option(d.bound, v, what)
+        else:
+            units.check_positive(v, what, allow_zero=zero_ok)
         return v
     if d.kind == "fraction":
-        return units.parse_fraction(text, what)
+        return units.parse_fraction(text, what, units.option_minimum(d.bound) if d.bound in units.OPTION_BOUNDS
+                                    else None)
     if d.kind == "bytes":
-        if d.zero_ok and re.fullmatch(r"\s*0*\.?0*\s*[kmgt]?i?b?\s*", text, re.IGNORECASE):
+        if zero_ok and re.fullmatch(r"\s*0*\.?0*\s*[kmgt]?i?b?\s*", text, re.IGNORECASE):
             return 0.0  # a zero reserve, in any unit
         return units.parse_bytes(text, what)
     if d.kind == "choice":
@@ -136,14 +175,19 @@ def parse_value(d: AxisDef, text: str, what: str):
     return text
 
 
-def parse_axes(target: str, specs: list[str], max_points: int = MAX_POINTS) -> list[AxisValues]:
-    """``--vary NAME=SPEC`` texts -> axes in the order given; the grid is counted against ``max_points``."""
+def parse_axes(target: str, specs: list[str], max_points: int = MAX_POINTS,
+               limits: Budget | None = None) -> list[AxisValues]:
+    """``--vary NAME=SPEC`` texts -> axes in the order given; each axis and the grid are counted against
+    ``max_points`` and priced against ``limits`` (memory, seconds) before any point is made."""
     from kvcalc.out.sweep_spec import split_assignment
 
     if target not in TARGETS:
         raise InputError(f"sweep: target {target!r} is not one of {', '.join(TARGETS)}")
     if target not in AXES:
         raise InputError(f"sweep {target}: not registered (import kvcalc.trace.sweep first)")
+    import dataclasses
+
+    budget = dataclasses.replace(budget_for(target, limits), max_points=max_points)
     axes, seen = [], set()
     for text in specs:
         name, spec = split_assignment(text, "--vary")
@@ -152,10 +196,10 @@ def parse_axes(target: str, specs: list[str], max_points: int = MAX_POINTS) -> l
             raise InputError(f"--vary {name}: given twice; list every value in one --vary")
         seen.add(name)
         axes.append(parse_axis(name, spec, lambda t, d=d, n=name: parse_value(d, t, f"--vary {n}"), d.numeric,
-                               integer=d.kind in ("tokens", "captokens", "int"), max_points=max_points))
+                               integer=d.kind in ("tokens", "captokens", "int"), budget=budget))
     if not axes:
         raise InputError("sweep: give at least one --vary NAME=SPEC, e.g. --vary context=1k..1m:log20")
-    check_grid(axes, max_points)
+    check_grid(axes, max_points, budget)
     return axes
 
 
@@ -349,10 +393,12 @@ def sweep_rows(target: str, axes: list[AxisValues], fixed: dict) -> list[dict]:
     return [h | r for h, rows in zip(heads, batch(settings)) for r in rows]
 
 
-def sweep_result(target: str, axes: list[AxisValues], fixed: dict):
-    """The ``kvcalc sweep`` result: one row per grid point (compare: per strategy), varied inputs first."""
+def sweep_result(target: str, axes: list[AxisValues], fixed: dict, limits: Budget | None = None):
+    """The ``kvcalc sweep`` result: one row per grid point (compare: per strategy), varied inputs first; refused
+    first when its estimated cost exceeds ``limits`` (check_cost)."""
     from kvcalc.out.results import Column, Result, Table
 
+    check_cost(target, axes, fixed, limits)
     defs = AXES[target]
     rows = sweep_rows(target, axes, fixed)
     axis_cols = [Column(column_key(a.name), a.name, defs[a.name].column_kind) for a in axes]

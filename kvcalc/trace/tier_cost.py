@@ -114,7 +114,7 @@ def parse_tier_map(items: Optional[list[str]], flag: str, names: list[str]) -> d
 def given_capacity(name: str, text: str, block_tokens: int, block_bytes: float,
                    flag: str = "--tier-capacity") -> tuple[int, float, str]:
     """A --tier-capacity value: bytes with a unit or tokens (``0``: an empty tier) -> (blocks, bytes held, source)."""
-    from kvcalc.out.units import parse_bytes, parse_token_capacity
+    from kvcalc.out.units import MAX_CAPACITY_TOKENS, parse_bytes, parse_token_capacity
 
     what = f"{flag} {name}"
     if text.strip().startswith("-"):
@@ -124,6 +124,9 @@ def given_capacity(name: str, text: str, block_tokens: int, block_bytes: float,
     elif text.lower().endswith("b"):
         nbytes = parse_bytes(text, what)
         blocks = math.floor(nbytes / block_bytes)
+        if blocks * block_tokens > MAX_CAPACITY_TOKENS:  # the bound a capacity in tokens has (1e20TB: ~1e32 tokens)
+            raise InputError(f"{what}: {text.strip()[:40]} holds ~{blocks * block_tokens:.3g} tokens, absurdly large "
+                             f"(limit {MAX_CAPACITY_TOKENS:,} tokens)")
     else:
         blocks = parse_token_capacity(text, what) // block_tokens
     return blocks, blocks * block_bytes, f"{flag} {name}={text}"
