@@ -10,28 +10,20 @@ This module computes; it never prints.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvcalc.out.errors import InputError
-from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, check_block_tokens, read_trace
-from kvcalc.trace.replay import ReplayResult, capacity_blocks_for, check_policy
+from kvcalc.trace.engine import TraceAnalysis, run_pass
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens, read_trace
+from kvcalc.trace.result import capacity_blocks_for, check_policy
 from kvcalc.trace.stats import StatsAccumulator, TraceStats
 
 if TYPE_CHECKING:
-    from kvcalc.trace.lru_curve import DepthChunk, LruProfile
+    from kvcalc.trace.lru_curve import DepthChunk
 
-
-@dataclass(frozen=True)
-class TraceAnalysis:
-    """Statistics and replay results of one streaming pass over a trace."""
-
-    stats: TraceStats
-    results: tuple[ReplayResult, ...]
-    profile: LruProfile | None = None  # the LRU depth histograms, when asked for (any capacity at once)
-    first_problem: str | None = None  # "FILE:LINE: problem" of the first skipped line (skip_bad)
+__all__ = ["TraceAnalysis", "analyze_trace", "stats_of_requests", "trace_stats"]
 
 
 def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
@@ -59,13 +51,27 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
     from kvcalc.trace.lru_curve import LruStackEngine
 
     reader = read_trace(path, block_tokens, skip_bad)
-    stats = StatsAccumulator(block_tokens)
-    engine = LruStackEngine(block_tokens, sink=sink)
-    for records, _ in reader.batches():
-        stats.add_records(records)
-        engine.add_records(records)
+    stats, profile = run_pass(reader, LruStackEngine(block_tokens, sink=sink), block_tokens)
     skipped = reader.skipped_lines
-    profile = engine.finish(skipped)
     return TraceAnalysis(stats=stats.finish(skipped, profile.at(None)),
                          results=tuple(profile.at(c) for c in capacities_tokens),
                          profile=profile if keep_profile else None, first_problem=reader.first_problem)
+
+
+def stats_of_requests(requests: Iterable[TraceRequest], block_tokens: int = DEFAULT_BLOCK_TOKENS,
+                      skipped_lines: int = 0) -> TraceStats:
+    """Statistics of in-memory requests (hash_ids must already fit ``block_tokens``)."""
+    check_block_tokens(block_tokens)
+    from kvcalc.trace.lru_curve import LruStackEngine
+
+    acc = StatsAccumulator(block_tokens)
+    engine = LruStackEngine(block_tokens)
+    for request in requests:
+        acc.add(request.timestamp_ms, request.input_length, request.output_length)
+        engine.add(request.hash_ids, request.input_length)
+    return acc.finish(skipped_lines, engine.finish(skipped_lines).at(None))
+
+
+def trace_stats(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False) -> TraceStats:
+    """Statistics of a trace file, in one streaming pass."""
+    return analyze_trace(path, [], block_tokens, skip_bad=skip_bad).stats

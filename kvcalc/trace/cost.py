@@ -1,7 +1,7 @@
 """Cost from a trace: the trace's requests and measured prefix reuse feed strategies A and C of the cost model.
 
 One streaming pass measures each request's reuse at a single LRU capacity C (the semantics of
-:mod:`kvcalc.trace.replay`), read off the stack-depth engine exactly: a request's hit run at C is the number of
+:mod:`kvcalc.trace.result`), read off the stack-depth engine exactly: a request's hit run at C is the number of
 its blocks whose prefix-maximum depth is <= C (:class:`kvcalc.trace.lru_curve.DepthChunk`). Then:
 
 - A ``lru``: every request prefills its whole input (cached tokens 0), as A does on a workload.
@@ -27,7 +27,7 @@ from kvcalc.out.errors import InputError
 from kvcalc.serve.strategies import RequestMix, Slice
 from kvcalc.trace.lru_curve import DepthChunk
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS
-from kvcalc.trace.replay import capacity_blocks_for
+from kvcalc.trace.result import capacity_blocks_for
 
 INPUT_CLASSES = ((4096, "input <= 4K"), (16384, "input 4K-16K"), (65536, "input 16K-64K"), (None, "input > 64K"))
 

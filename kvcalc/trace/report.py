@@ -9,7 +9,7 @@ groups, each layer's page padded where the model sets ``page_align_bytes``; ``bl
 that block is the compressed cache (CSA/HCA entries and indexer keys); the sliding-window ring and the
 per-request compressor state are not paged per block and are not counted.
 
-The replay semantics are those of :mod:`kvcalc.trace.replay` (see its docstring); :data:`SEMANTICS` says them in
+The replay semantics are those of :mod:`kvcalc.trace.result` (see its docstring); :data:`SEMANTICS` says them in
 short lines for ``--help``, notes and ``--explain``. This module computes and formats text; it never prints.
 """
 
@@ -28,7 +28,7 @@ from kvcalc.out.results import Column, Result, Table
 from kvcalc.out.units import fmt_bytes_exact, fmt_count, fmt_percent, parse_bytes, parse_token_capacity
 from kvcalc.trace.analysis import analyze_trace
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS
-from kvcalc.trace.replay import POLICIES, ReplayResult, capacity_grid, capacity_tokens_from_bytes
+from kvcalc.trace.result import POLICIES, ReplayResult, capacity_grid, capacity_tokens_from_bytes
 from kvcalc.trace.stats import TraceStats
 
 if TYPE_CHECKING:
@@ -255,7 +255,11 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     LRU only). Extra table ``trace``: the trace's own statistics (one row).
     """
     if inp.policy not in POLICIES:
-        raise InputError(f"--policy: {inp.policy!r} is not one of {', '.join(POLICIES)}")
+        import difflib
+
+        close = difflib.get_close_matches(str(inp.policy), POLICIES, n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise InputError(f"--policy: {inp.policy!r} is not one of {', '.join(POLICIES)}{hint}")
     if inp.curve and inp.policy != "lru":
         raise InputError(f"--curve: the one-pass hit-rate curve is for --policy lru only, not {inp.policy!r} "
                          "(give --capacity values instead)")
