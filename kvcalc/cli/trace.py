@@ -23,7 +23,8 @@ def trace(
         "--capacity", help="cache capacities, comma-separated: tokens, decimal (3m = 3,000,000), bytes with a unit "
         "(80GB = 80e9 B, 80GiB; needs --model) or inf (default: 3m,10m,20m,inf; with --curve: only the curve)",
         show_default=False, rich_help_panel=R)] = None,
-    policy: Annotated[str, typer.Option("--policy", help="lru (refresh on every hit) | fifo (never refresh)",
+    policy: Annotated[str, typer.Option("--policy", help="lru (refresh on every hit) | fifo (never refresh) | lfu (SGLang's radix "
+                                        "cache: fewest hits, then least recent) | s3fifo (small + main + ghost FIFOs)",
                                         rich_help_panel=R)] = "lru",
     curve: Annotated[bool, typer.Option("--curve", help="hit rate vs capacity: a geometric grid of capacities up to "
                                         "the trace's working set, all from one LRU pass (lru only)",
