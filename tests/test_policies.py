@@ -15,16 +15,16 @@ from kvcalc.trace.policies import CacheSimulator, LfuCache, S3FifoCache, make_ca
 from kvcalc.trace.result import POLICIES
 
 
+def leading_run(cached, ids):
+    """How many of ids, from the first, are in cached."""
+    return next((i for i, h in enumerate(ids) if h not in cached), len(ids))
+
+
 def brute_lru_fifo(requests, cap, refresh):
     cache: list = []  # oldest first
     hits = []
     for ids in requests:
-        run = 0
-        for h in ids:
-            if h not in cache:
-                break
-            run += 1
-        hits.append(run)
+        hits.append(leading_run(cache, ids))
         for h in ids:
             if h in cache:
                 if refresh:
@@ -41,12 +41,7 @@ def brute_lfu(requests, cap):
     cache: dict = {}  # id -> [hit_count, last request, position]
     hits = []
     for tick, ids in enumerate(requests, start=1):
-        run = 0
-        for h in ids:
-            if h not in cache:
-                break
-            run += 1
-        hits.append(run)
+        hits.append(leading_run(cache, ids))
         for pos, h in enumerate(ids):
             if h in cache:
                 cache[h] = [cache[h][0] + 1, tick, pos]
@@ -90,12 +85,7 @@ def brute_s3fifo(requests, cap):
                 return
 
     for ids in requests:
-        run = 0
-        for h in ids:
-            if h not in freq:
-                break
-            run += 1
-        hits.append(run)
+        hits.append(leading_run(freq, ids))
         for h in ids:
             if h in freq:
                 freq[h] = min(freq[h] + 1, 3)
