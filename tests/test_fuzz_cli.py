@@ -318,7 +318,9 @@ def gen_trace(g: Gen):
     g.opt("--block-tokens", ["16", "16", "16", "512"], p=1 if tiers else 0.8)  # the fixture's blocks: 16
     single = 0.05 if tiers else 1  # with --tiers, the single-cache options are refused: now and then only
     g.opt("--capacity", ["inf", "3m", "1000", "100,inf", "80GB"], BAD_TOKENS + ["80XB", "inf,inf"], p=0.5 * single)
-    g.opt("--policy", ["lru", "fifo"], ["", "LRU", "random"], p=0.3 * single)
+    g.opt("--policy", ["lru", "fifo", "lfu", "s3fifo"], ["", "LRU", "random", "s3-fifo"], p=0.3 * single)
+    g.opt("--trace-format", ["auto", "mooncake", "full-blocks"], ["", "csv", "kv-cache", "azure-csv",
+                                                                  "kv-cache-tester"], p=0.2)
     g.flag("--curve", 0.2 * single)
     g.opt("--curve-points", ["1", "5", "20", "10000"], p=0.2 * (0.5 if tiers else 1))
     g.flag("--skip-bad", 0.2)

@@ -13,12 +13,20 @@ TI = "Tiers (HBM -> DRAM -> SSD)"
 
 
 def trace(
-    file: Annotated[Path, typer.Argument(help="JSONL trace: one {timestamp (ms), input_length, output_length, "
-                                         "hash_ids} object per line (Mooncake format); read as a stream",
+    file: Annotated[Path, typer.Argument(help="trace file, read as a stream (.gz too): Mooncake JSONL (one "
+                                         "{timestamp (ms), input_length, output_length, hash_ids} per line), "
+                                         "full-block hash JSONL, kv-cache-tester JSON; see --trace-format",
                                          show_default=False)],
-    block_tokens: Annotated[int, typer.Option("--block-tokens", "-b", help="tokens per hash id in the trace "
-                                              f"(Mooncake: 512; Qwen Bailian: 16; at most {MAX_BLOCK_TOKENS:,})",
-                                              rich_help_panel=R)] = 512,
+    block_tokens: Annotated[Optional[int], typer.Option(
+        "--block-tokens", "-b", help="tokens per hash id in the trace (default: the trace's own block_size "
+        f"(kv-cache-tester), else 512 as Mooncake; Qwen Bailian: 16; at most {MAX_BLOCK_TOKENS:,})",
+        show_default=False, rich_help_panel=R)] = None,
+    trace_format: Annotated[str, typer.Option(
+        "--trace-format", help="auto (by content) | mooncake (ceil(input / B) ids: the partial last block has one) "
+        "| full-blocks (floor(input / B) ids: only full blocks are hashed, so the partial last block is always a "
+        "miss) | kv-cache-tester (per-conversation JSON, floor ids, its block_size) | azure-csv | burstgpt-csv "
+        "(lengths only: for kvcalc bench --trace, nothing to replay). auto reads hash-id JSONL under the rule its "
+        "first partial block follows and holds every line to it", rich_help_panel=R)] = "auto",
     capacity: Annotated[Optional[str], typer.Option(
         "--capacity", help="cache capacities, comma-separated: tokens, decimal (3m = 3,000,000), bytes with a unit "
         "(80GB = 80e9 B, 80GiB; needs --model) or inf (default: 3m,10m,20m,inf; with --curve: only the curve)",
@@ -93,6 +101,8 @@ def trace(
 
     \b
       kvcalc trace ../shared/traces/mooncake_synthetic_trace.jsonl    (if you have the shared folder)
+      kvcalc trace trace_0002.json --policy s3fifo --capacity 200k,1m   (kv-cache-tester, 64-token blocks)
+      kvcalc trace trace.jsonl.gz --trace-format full-blocks -b 64
       kvcalc trace trace.jsonl --capacity 3m,10m,inf --format json --check 'token_hit_rate >= 0.3'
       kvcalc trace trace.jsonl --curve --curve-points 30 --model deepseek-v4-flash
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
@@ -114,6 +124,12 @@ def trace(
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
+    if block_tokens is not None:
+        check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
+    from kvcalc.trace.formats import resolve_format, trace_block_tokens
+
+    kind = resolve_format(file, trace_format)
+    block_tokens = trace_block_tokens(file, kind, block_tokens)
     check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     check_positive(gpus, "--gpus", limit=MAX_GPUS)
     if engine is not None:
@@ -135,6 +151,8 @@ def trace(
                             ("--plot", plot), ("--policy", policy != "lru")):
             if given:
                 raise InputError(f"{flag}: not with --tiers (tiers are LRU; give their sizes with --tier-capacity)")
+        if kind not in ("mooncake", "jsonl"):
+            raise InputError(f"--tiers: reads Mooncake JSONL traces only; {file} is {kind}")
         req = parse_request(str(file), tiers, tier_capacity, tier_link, block_tokens, tier_copies, skip_bad,
                             curve=tier_curve, curve_points=curve_points)
         cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts,
@@ -179,7 +197,8 @@ def trace(
             catalog.load_model(model), catalog.load_hardware(hardware), gpus, block_tokens, opts,
             engine=engine or "ideal", engine_inputs=logged))]
     inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,
-                      curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad)
+                      curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad,
+                      trace_format=kind)
     loaded = (catalog.name_of(model), catalog.load_model(model)) if model else None
     result = trace_result(inp, loaded, opts)
     if path is not None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from kvcalc.out.errors import InputError
 from kvcalc.trace.engine import TraceAnalysis, run_pass
-from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens, read_trace
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens
 from kvcalc.trace.result import capacity_blocks_for, check_policy
 from kvcalc.trace.stats import StatsAccumulator, TraceStats
 
@@ -29,14 +29,18 @@ __all__ = ["TraceAnalysis", "analyze_trace", "stats_of_requests", "trace_stats"]
 def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
                   block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru",
                   skip_bad: bool = False, keep_profile: bool = False,
-                  sink: Callable[[DepthChunk], None] | None = None) -> TraceAnalysis:
+                  sink: Callable[[DepthChunk], None] | None = None, trace_format: str = "mooncake",
+                  progress: Callable[[int], None] | None = None, engine=None) -> TraceAnalysis:
     """Statistics plus one result per capacity [tokens] (None = infinite), in one streaming pass.
 
     Several LRU capacities come from the stack-depth profile (one pass answers every capacity);
     ``keep_profile`` returns that :class:`LruProfile`, which answers capacities chosen after the pass (e.g. a
     grid up to the working set), and ``sink`` receives the engine's per-request depths chunk by chunk
-    (:class:`DepthChunk`). Without those, FIFO and at most one finite LRU capacity are replayed directly
-    (:func:`kvcalc.trace.lean.lean_analysis`: no numpy, memory for the cache only).
+    (:class:`DepthChunk`). Without those, other policies and at most one finite LRU capacity are replayed
+    directly (:class:`kvcalc.trace.lean.LeanEngine`: no numpy, memory for the cache only). ``engine``: any
+    other engine of the interface (:mod:`kvcalc.trace.engine`), e.g. replicas; its answers must know the
+    infinite capacity. ``trace_format``: see :mod:`kvcalc.trace.formats` (``auto`` detects it);
+    ``progress``: called with the bytes read so far.
     """
     check_policy(policy)
     check_block_tokens(block_tokens)
@@ -44,18 +48,24 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
         raise InputError(f"policy: the one-pass capacity profile exists for lru only, not {policy!r}")
     for capacity in capacities_tokens:
         capacity_blocks_for(capacity, block_tokens)
-    from kvcalc.trace.lean import answers_lean, lean_analysis
+    from kvcalc.trace.formats import open_trace
+    from kvcalc.trace.lean import LeanEngine, answers_lean
 
-    if not keep_profile and sink is None and answers_lean(capacities_tokens, policy):
-        return lean_analysis(path, capacities_tokens, block_tokens, policy, skip_bad)
-    from kvcalc.trace.lru_curve import LruStackEngine
+    reader = open_trace(path, block_tokens, skip_bad, trace_format, progress)
+    if getattr(reader, "lengths_only", False):
+        raise InputError(f"{path}: a lengths-only trace ({reader.kind}: arrivals and lengths, no hash ids): nothing "
+                         f"to replay through a cache; the serving model reads it (kvcalc bench --trace)")
+    if engine is None and not keep_profile and sink is None and answers_lean(capacities_tokens, policy):
+        engine = LeanEngine(capacities_tokens, block_tokens, policy)
+    elif engine is None:
+        from kvcalc.trace.lru_curve import LruStackEngine
 
-    reader = read_trace(path, block_tokens, skip_bad)
-    stats, profile = run_pass(reader, LruStackEngine(block_tokens, sink=sink), block_tokens)
+        engine = LruStackEngine(block_tokens, sink=sink)
+    stats, answers = run_pass(reader, engine, block_tokens)
     skipped = reader.skipped_lines
-    return TraceAnalysis(stats=stats.finish(skipped, profile.at(None)),
-                         results=tuple(profile.at(c) for c in capacities_tokens),
-                         profile=profile if keep_profile else None, first_problem=reader.first_problem)
+    return TraceAnalysis(stats=stats.finish(skipped, answers.at(None)),
+                         results=tuple(answers.at(c) for c in capacities_tokens),
+                         profile=answers if keep_profile else None, first_problem=reader.first_problem)
 
 
 def stats_of_requests(requests: Iterable[TraceRequest], block_tokens: int = DEFAULT_BLOCK_TOKENS,

@@ -182,7 +182,7 @@ class LfuCache(PolicyCache):
         tick = self._tick
         state = self._state
         heap = self._heap
-        locked = None  # this request's ids, built at its first eviction
+        locked = None  # this request's ids, built at its first eviction, and how many of them are cached
         for pos, h in enumerate(hash_ids):
             old = state.get(h)
             if old is not None:
@@ -191,8 +191,11 @@ class LfuCache(PolicyCache):
                 if len(state) >= self._limit:
                     if locked is None:
                         locked = set(hash_ids)
-                    if not self._evict(locked):
+                        locked_cached = sum(1 for k in locked if k in state)
+                    if locked_cached >= len(state) or not self._evict(locked):
                         continue  # full of this request's own blocks: not inserted
+                if locked is not None:
+                    locked_cached += 1
                 new = (1, tick, pos)
             state[h] = new
             heapq.heappush(heap, (new[0], tick, -pos, h))

@@ -165,6 +165,7 @@ class TraceInputs:
     curve: bool = False
     curve_points: int = DEFAULT_CURVE_POINTS
     skip_bad: bool = False
+    trace_format: str = "mooncake"  # kvcalc.trace.formats.FORMATS, or "jsonl" (hash-id lines, rule by content)
 
 
 MAIN_COLUMNS = (
@@ -270,7 +271,7 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     block = block_bytes_of(model[0], model[1], inp.block_tokens, opts) if model else None
     given = resolve_capacities(inp.capacities, inp.block_tokens, block)
     analysis = analyze_trace(inp.path, [c.tokens for c in given], inp.block_tokens, inp.policy, inp.skip_bad,
-                                keep_profile=inp.curve)
+                             keep_profile=inp.curve, trace_format=inp.trace_format)
     if inp.curve:
         caps = _curve_capacities(given, analysis.profile, inp.curve_points)
         results = [analysis.profile.at(c.tokens) for c in caps]
@@ -311,7 +312,8 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     explain.append(f"maximum (infinite cache): {fmt_count(s.max_reused_tokens)} / {fmt_count(s.input.total_tokens)} "
                    f"= {fmt_percent(s.max_token_hit_rate)}")
 
-    inputs = {"file": str(inp.path), "block_tokens": inp.block_tokens, "policy": inp.policy,
+    inputs = {"file": str(inp.path), "trace_format": inp.trace_format, "block_tokens": inp.block_tokens,
+              "policy": inp.policy,
               "capacities": [c.spec.text for c in given], "curve": inp.curve,
               "curve_points": inp.curve_points if inp.curve else None, "skip_bad": inp.skip_bad,
               "model": block.model_name if block else None,
