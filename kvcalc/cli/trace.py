@@ -41,6 +41,14 @@ def trace(
         "--curve-points", help=f"points of the --curve grid (implies --curve; default 20; 1 to {MAX_CURVE_POINTS:,}); "
         "with --tiers: of the --tier-curve grid",
         show_default=False, rich_help_panel=R)] = None,
+    replicas: Annotated[Optional[int], typer.Option(
+        "--replicas", help="replay over N replicas behind --router, each with its own cache of each --capacity: "
+        "hit rate per replica and in total, load imbalance (1 to 1,024)", show_default=False,
+        rich_help_panel="Replicas")] = None,
+    router: Annotated[str, typer.Option(
+        "--router", help="round-robin | least-loaded (fewest input tokens so far) | session (by the request's "
+        "first block) | prefix (the replica caching the longest prefix now; ties by load)",
+        rich_help_panel="Replicas")] = "round-robin",
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="skip and count bad lines instead of stopping at the "
                                            "first one", rich_help_panel=R)] = False,
     model: Annotated[Optional[str], typer.Option(
@@ -103,6 +111,7 @@ def trace(
       kvcalc trace ../shared/traces/mooncake_synthetic_trace.jsonl    (if you have the shared folder)
       kvcalc trace trace_0002.json --policy s3fifo --capacity 200k,1m   (kv-cache-tester, 64-token blocks)
       kvcalc trace trace.jsonl.gz --trace-format full-blocks -b 64
+      kvcalc trace trace.jsonl --replicas 4 --router prefix --capacity 3m
       kvcalc trace trace.jsonl --capacity 3m,10m,inf --format json --check 'token_hit_rate >= 0.3'
       kvcalc trace trace.jsonl --curve --curve-points 30 --model deepseek-v4-flash
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
@@ -174,6 +183,8 @@ def trace(
     for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link), ("--tier-curve", tier_curve)):
         if given:
             raise InputError(f"{flag}: only with --tiers")
+    if router != "round-robin" and replicas is None:
+        raise InputError("--router: only with --replicas")
     if curve_points is not None:
         check_positive(curve_points, "--curve-points", limit=MAX_CURVE_POINTS)
     use_curve = curve or curve_points is not None
@@ -198,8 +209,15 @@ def trace(
             engine=engine or "ideal", engine_inputs=logged))]
     inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,
                       curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad,
-                      trace_format=kind)
+                      trace_format=kind, replicas=1 if replicas is None else replicas, router=router)
     loaded = (catalog.name_of(model), catalog.load_model(model)) if model else None
+    if replicas is not None:
+        from kvcalc.trace.replica_report import replica_result
+
+        if plot is not None:
+            raise InputError("--plot: not with --replicas")
+        emit(replica_result(inp, loaded, opts), fmt, check, explain)
+        return
     result = trace_result(inp, loaded, opts)
     if path is not None:
         from kvcalc.out.plot import write_curve

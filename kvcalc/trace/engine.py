@@ -87,3 +87,17 @@ def run_pass(reader, engine: Engine, block_tokens: int) -> tuple[StatsAccumulato
         stats.add_records(records)
         engine.add_records(records, signed)
     return stats, engine.finish(reader.skipped_lines)
+
+
+class Tee:
+    """Several engines fed the same batches in one pass; ``finish`` gives their answers, in order."""
+
+    def __init__(self, *engines: Engine):
+        self.engines = engines
+
+    def add_records(self, records: Sequence, signed: bool = True) -> None:
+        for engine in self.engines:
+            engine.add_records(records, signed)
+
+    def finish(self, skipped_lines: int = 0) -> tuple:
+        return tuple(e.finish(skipped_lines) for e in self.engines)

@@ -166,6 +166,8 @@ class TraceInputs:
     curve_points: int = DEFAULT_CURVE_POINTS
     skip_bad: bool = False
     trace_format: str = "mooncake"  # kvcalc.trace.formats.FORMATS, or "jsonl" (hash-id lines, rule by content)
+    replicas: int = 1  # replicas behind the router (kvcalc.trace.replica_report when given)
+    router: str = "round-robin"  # kvcalc.trace.replicas.ROUTERS
 
 
 MAIN_COLUMNS = (
@@ -248,13 +250,8 @@ def _explain_rows(rows: list[dict], block_tokens: int) -> list[str]:
     return out
 
 
-def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = None,
-                 opts: att.KvOptions = att.KvOptions()) -> Result:
-    """Replay the trace in one streaming pass and build the ``kvcalc trace`` Result.
-
-    Main rows: one per capacity (the given ones; with ``curve`` also a geometric grid up to the working set,
-    LRU only). Extra table ``trace``: the trace's own statistics (one row).
-    """
+def check_inputs(inp: TraceInputs) -> None:
+    """InputError naming the option when ``inp`` asks something the replay cannot answer."""
     if inp.policy not in POLICIES:
         import difflib
 
@@ -268,6 +265,16 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
         raise InputError(f"--curve-points: must be >= 1, got {inp.curve_points}")
     if not inp.capacities and not inp.curve:
         raise InputError("--capacity: no capacity given")
+
+
+def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = None,
+                 opts: att.KvOptions = att.KvOptions()) -> Result:
+    """Replay the trace in one streaming pass and build the ``kvcalc trace`` Result.
+
+    Main rows: one per capacity (the given ones; with ``curve`` also a geometric grid up to the working set,
+    LRU only). Extra table ``trace``: the trace's own statistics (one row).
+    """
+    check_inputs(inp)
     block = block_bytes_of(model[0], model[1], inp.block_tokens, opts) if model else None
     given = resolve_capacities(inp.capacities, inp.block_tokens, block)
     analysis = analyze_trace(inp.path, [c.tokens for c in given], inp.block_tokens, inp.policy, inp.skip_bad,
