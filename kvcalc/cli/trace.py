@@ -49,6 +49,10 @@ def trace(
         "--router", help="round-robin | least-loaded (fewest input tokens so far) | session (by the request's "
         "first block) | prefix (the replica caching the longest prefix now; ties by load)",
         rich_help_panel="Replicas")] = "round-robin",
+    sample_rate: Annotated[Optional[float], typer.Option(
+        "--sample-rate", help="with --curve: estimate the curve from the blocks whose hashed id falls in this "
+        "fraction (SHARDS-style spatial sampling, memory x the rate; e.g. 0.01); the trace statistics stay exact",
+        show_default=False, rich_help_panel=R)] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="skip and count bad lines instead of stopping at the "
                                            "first one", rich_help_panel=R)] = False,
     model: Annotated[Optional[str], typer.Option(
@@ -112,6 +116,7 @@ def trace(
       kvcalc trace trace_0002.json --policy s3fifo --capacity 200k,1m   (kv-cache-tester, 64-token blocks)
       kvcalc trace trace.jsonl.gz --trace-format full-blocks -b 64
       kvcalc trace trace.jsonl --replicas 4 --router prefix --capacity 3m
+      kvcalc trace big.jsonl.gz --curve --sample-rate 0.01
       kvcalc trace trace.jsonl --capacity 3m,10m,inf --format json --check 'token_hit_rate >= 0.3'
       kvcalc trace trace.jsonl --curve --curve-points 30 --model deepseek-v4-flash
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
@@ -185,6 +190,8 @@ def trace(
             raise InputError(f"{flag}: only with --tiers")
     if router != "round-robin" and replicas is None:
         raise InputError("--router: only with --replicas")
+    if sample_rate is not None and not (curve or curve_points is not None):
+        raise InputError("--sample-rate: samples the hit-rate curve; add --curve")
     if curve_points is not None:
         check_positive(curve_points, "--curve-points", limit=MAX_CURVE_POINTS)
     use_curve = curve or curve_points is not None
@@ -209,7 +216,8 @@ def trace(
             engine=engine or "ideal", engine_inputs=logged))]
     inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,
                       curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad,
-                      trace_format=kind, replicas=1 if replicas is None else replicas, router=router)
+                      trace_format=kind, replicas=1 if replicas is None else replicas, router=router,
+                      sample_rate=sample_rate)
     loaded = (catalog.name_of(model), catalog.load_model(model)) if model else None
     if replicas is not None:
         from kvcalc.trace.replica_report import replica_result

@@ -30,7 +30,8 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
                   block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru",
                   skip_bad: bool = False, keep_profile: bool = False,
                   sink: Callable[[DepthChunk], None] | None = None, trace_format: str = "mooncake",
-                  progress: Callable[[int], None] | None = None, engine=None) -> TraceAnalysis:
+                  progress: Callable[[int], None] | None = None, engine=None,
+                  sample_rate: float | None = None) -> TraceAnalysis:
     """Statistics plus one result per capacity [tokens] (None = infinite), in one streaming pass.
 
     Several LRU capacities come from the stack-depth profile (one pass answers every capacity);
@@ -40,7 +41,8 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
     directly (:class:`kvcalc.trace.lean.LeanEngine`: no numpy, memory for the cache only). ``engine``: any
     other engine of the interface (:mod:`kvcalc.trace.engine`), e.g. replicas; its answers must know the
     infinite capacity. ``trace_format``: see :mod:`kvcalc.trace.formats` (``auto`` detects it);
-    ``progress``: called with the bytes read so far.
+    ``progress``: called with the bytes read so far. ``sample_rate`` (with ``keep_profile``): the profile is a
+    SHARDS-style sampled estimate (:mod:`kvcalc.trace.sampled`); the statistics stay exact.
     """
     check_policy(policy)
     check_block_tokens(block_tokens)
@@ -55,6 +57,17 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
     if getattr(reader, "lengths_only", False):
         raise InputError(f"{path}: a lengths-only trace ({reader.kind}: arrivals and lengths, no hash ids): nothing "
                          f"to replay through a cache; the serving model reads it (kvcalc bench --trace)")
+    if sample_rate is not None:
+        from kvcalc.trace.engine import Tee
+        from kvcalc.trace.sampled import SampledLruEngine
+
+        if not keep_profile or policy != "lru" or sink is not None or engine is not None:
+            raise InputError("--sample-rate: samples the LRU curve only (--curve)")
+        stats, (profile, exact) = run_pass(reader, Tee(SampledLruEngine(sample_rate, block_tokens),
+                                                       LeanEngine([None], block_tokens)), block_tokens)
+        return TraceAnalysis(stats=stats.finish(reader.skipped_lines, exact.at(None)),
+                             results=tuple(profile.at(c) for c in capacities_tokens), profile=profile,
+                             first_problem=reader.first_problem)
     if engine is None and not keep_profile and sink is None and answers_lean(capacities_tokens, policy):
         engine = LeanEngine(capacities_tokens, block_tokens, policy)
     elif engine is None:

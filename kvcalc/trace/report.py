@@ -168,6 +168,7 @@ class TraceInputs:
     trace_format: str = "mooncake"  # kvcalc.trace.formats.FORMATS, or "jsonl" (hash-id lines, rule by content)
     replicas: int = 1  # replicas behind the router (kvcalc.trace.replica_report when given)
     router: str = "round-robin"  # kvcalc.trace.replicas.ROUTERS
+    sample_rate: Optional[float] = None  # --curve from a SHARDS-style sample (kvcalc.trace.sampled)
 
 
 MAIN_COLUMNS = (
@@ -278,7 +279,7 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     block = block_bytes_of(model[0], model[1], inp.block_tokens, opts) if model else None
     given = resolve_capacities(inp.capacities, inp.block_tokens, block)
     analysis = analyze_trace(inp.path, [c.tokens for c in given], inp.block_tokens, inp.policy, inp.skip_bad,
-                             keep_profile=inp.curve, trace_format=inp.trace_format)
+                             keep_profile=inp.curve, trace_format=inp.trace_format, sample_rate=inp.sample_rate)
     if inp.curve:
         caps = _curve_capacities(given, analysis.profile, inp.curve_points)
         results = [analysis.profile.at(c.tokens) for c in caps]
@@ -302,6 +303,9 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     if inp.curve:
         notes.append(f"curve: {len(caps)} capacities, geometric from one block to the working set, from one "
                      "LRU pass (LRU's inclusion property)")
+    if inp.sample_rate is not None:
+        notes.append(f"--sample-rate {inp.sample_rate:g}: the capacities' rows are estimates from the blocks whose "
+                     f"hashed id fell in the sample (SHARDS); the trace's own figures are exact")
     if block is not None:
         notes.append(block_line(block) + "; bytes held = blocks x that")
         notes += [f"capacity {conversion_line(c, block)}" for c in caps if c.spec.bytes is not None]
@@ -322,7 +326,8 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     inputs = {"file": str(inp.path), "trace_format": inp.trace_format, "block_tokens": inp.block_tokens,
               "policy": inp.policy,
               "capacities": [c.spec.text for c in given], "curve": inp.curve,
-              "curve_points": inp.curve_points if inp.curve else None, "skip_bad": inp.skip_bad,
+              "curve_points": inp.curve_points if inp.curve else None, "sample_rate": inp.sample_rate,
+              "skip_bad": inp.skip_bad,
               "model": block.model_name if block else None,
               "kv_bytes_per_block": block.kv_bytes_per_block if block else None}
     return Result("trace", inputs, main, (trace_table,), tuple(explain), tuple(notes))
