@@ -192,3 +192,20 @@ def test_unknown_content_and_format_name(tmp_path):
     bad = tmp_path / "bad.gz"
     bad.write_bytes(b"\x1f\x8b" + b"not gzip at all")
     assert_bad_input(run_cli("trace", str(bad)), "bad.gz")
+
+
+DOCS = Path(__file__).parents[1] / "docs" / "traces.md"
+
+
+def _doc_examples():
+    from test_readme import examples
+
+    return examples(DOCS.read_text()) if DOCS.is_file() else []
+
+
+@pytest.mark.parametrize("line,command,shown", _doc_examples(), ids=lambda x: str(x)[:40])
+def test_docs_traces_examples(monkeypatch, line, command, shown):
+    # docs/traces.md's `$ kvcalc trace ...` blocks show their real output (run as the README's are)
+    from test_readme import test_readme_example
+
+    test_readme_example(monkeypatch, line, command, shown)
