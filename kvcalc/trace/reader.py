@@ -40,6 +40,7 @@ READ_BYTES = 1 << 16  # the file is read 64 KiB at a time, cut after the last wh
 MAX_IDS_PER_LINE = 1_000_000  # hash ids on one line, at most (512M tokens at 512-token blocks)
 MAX_LINE_BYTES = 24_000_000  # bytes of one line, at most: 1,000,000 ids of up to 20 digits and a comma each,
 # plus the other fields; a longer line is refused before it is read whole, so one line costs at most this much
+_OTHER_COMMAS = 64  # commas a line may hold besides those between its ids (a line with more is refused unread)
 RULES = ("ceil", "floor")  # ids per request: ceil(input / B) (the last block may be partial: Mooncake) or
 # floor(input / B) (full blocks only: kv-cache-tester; the partial last block is never reused)
 _BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
@@ -267,7 +268,8 @@ class TraceReader(ReaderViews):
                     raise InputError(f"{self.path}: cannot read ({exc})") from None
                 n_lines = piece.count(b"\n") + 1
                 signed = b"-" in piece
-                records = self._whole_piece(piece, n_lines, decoder, errors)
+                many = piece.count(b",") > MAX_IDS_PER_LINE  # a line may hold too many ids: never decoded whole
+                records = None if many else self._whole_piece(piece, n_lines, decoder, errors)
                 if records is not None:
                     self.requests += len(records)
                     yield records, range(lines_before + 1, lines_before + 1 + n_lines), signed
@@ -322,6 +324,9 @@ class TraceReader(ReaderViews):
         """(line number, record) of the good lines of a piece; bad lines raise or are counted (skip_bad)."""
         b = self.block_tokens
         for line_number, line in enumerate(piece.split(b"\n"), start=lines_before + 1):
+            if len(line) > 2 * MAX_IDS_PER_LINE and line.count(b",") > MAX_IDS_PER_LINE + _OTHER_COMMAS:
+                self._bad(line_number, f"more than the {MAX_IDS_PER_LINE:,} hash ids a line may hold")
+                continue
             try:
                 rec = decoder.decode(line)
             except errors:
