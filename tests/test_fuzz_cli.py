@@ -405,7 +405,7 @@ SWEEP_VARY = {
                  "hbm-utilization=0.5..0.9:lin3"],
     "cost": ["mfu-prefill=0.1..0.5:lin3", "price-per-gpu-hour=1,10", "strategy=lru,prefix-tree"],
     "compare": ["decode-tokens-per-s=10,60", "gpus=8,16", "output-tokens=0,500"],
-    "trace": ["capacity=1000,3m", "policy=lru,fifo"],
+    "trace": ["capacity=1000,3m", "policy=lru,fifo", "policy=lfu,s3fifo", "replicas=1,2", "router=prefix,session"],
 }
 SWEEP_BAD = ["context=1..1e400:log5", "context=1k..1m:log1000000000", "gpus=1.." + HUGE + ":step1", "model=", "=", "",
              "context=4k..1k:log3", "context=1k..1m:lin0", "context=1k..1m:logx", "nosuch=1", "context=nan..inf:log3",

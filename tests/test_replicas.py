@@ -108,3 +108,20 @@ def test_cli_replicas(tmp_path):
                      "did you mean prefix")
     assert_bad_input(run_cli("trace", str(MOONCAKE_HEAD), "--router", "prefix"), "--router", "--replicas")
     assert_bad_input(run_cli("trace", str(MOONCAKE_HEAD), "--replicas", "2", "--curve"), "--curve")
+
+
+def test_sweep_over_replicas_and_routers():
+    r = run_cli("sweep", "trace", "--set", f"file={MOONCAKE_HEAD}", "--set", "capacity=1m", "--vary",
+                "replicas=1,4", "--vary", "router=round-robin,prefix", "--vary", "policy=lru,s3fifo",
+                "--format", "json")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)["results"]
+    assert len(rows) == 8
+    for row in rows:  # each point is the `kvcalc trace` answer for it: the cluster's row, or the single node's
+        args = ["trace", str(MOONCAKE_HEAD), "--capacity", "1m", "--policy", row["policy"], "--format", "json"]
+        if row["replicas"] > 1:
+            args += ["--replicas", str(row["replicas"]), "--router", row["router"]]
+        one = json.loads(run_cli(*args).out)["results"]
+        assert row["reused_tokens"] == one[-1]["reused_tokens"]
+    assert_bad_input(run_cli("sweep", "trace", "--set", f"file={MOONCAKE_HEAD}", "--set", "capacity=1m",
+                             "--vary", "router=prefx"), "router")

@@ -6,6 +6,7 @@ This module computes and formats text; it never prints.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -53,7 +54,9 @@ def replica_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = 
         for i, part in enumerate((*res.replicas, res.total)):
             last = i == len(res.replicas)
             rows.append({"capacity": cap.spec.text, "replica": "all" if last else str(i), "router": res.router,
-                         "capacity_tokens": cap.tokens, "requests": part.requests,
+                         "capacity_tokens": math.inf if cap.tokens is None else cap.tokens,
+                         "capacity_blocks": math.inf if part.capacity_blocks is None else part.capacity_blocks,
+                         "capacity_bytes": None, "policy": part.policy, "requests": part.requests,
                          "load_share": part.input_tokens / total_input if total_input else 0.0,
                          "token_hit_rate": part.token_hit_rate, "block_hit_rate": part.block_hit_rate,
                          "input_tokens": part.input_tokens, "reused_tokens": part.reused_tokens,

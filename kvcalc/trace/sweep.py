@@ -1,7 +1,8 @@
 """``kvcalc sweep trace``: a request trace's prefix-cache hit rate over a grid of capacities, block sizes,
 policies, models and nodes. Importing this module registers the ``trace`` target with :mod:`kvcalc.serve.sweep`.
 
-Each point's row is the ``kvcalc trace FILE --capacity C -b B --policy P [--model M]`` row for that capacity; with
+Each point's row is the ``kvcalc trace FILE --capacity C -b B --policy P [--model M]`` row for that capacity (with
+``replicas`` above 1: the cluster's ``all`` row of ``--replicas N --router R``, each replica of that capacity); with
 ``hardware`` (and ``model``) the capacity is the node's KV budget after the weights, as ``kvcalc trace --model M
 --hardware H --gpus N`` adds it (:mod:`kvcalc.trace.node_cache`). Points that share a file, block size, policy,
 model and layout are replayed together in one pass over the trace (``trace_result`` with all their capacities).
@@ -12,14 +13,17 @@ from __future__ import annotations
 from kvcalc.out.errors import InputError
 from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS
 from kvcalc.serve import sweep as sw
+from kvcalc.trace.replicas import MAX_REPLICAS, ROUTERS
+from kvcalc.trace.result import POLICIES
 
 AXES = {
     "file": sw.AxisDef("path"), "capacity": sw.AxisDef("captokens", "tokens"),
-    "block-tokens": sw.AxisDef("int", "int", limit=MAX_BLOCK_TOKENS), "policy": sw.choice("lru", "fifo"),
+    "block-tokens": sw.AxisDef("int", "int", limit=MAX_BLOCK_TOKENS), "policy": sw.choice(*POLICIES),
     "model": sw.MODEL_AXIS, "hardware": sw.AxisDef("preset", choices=("hardware",)),
-    "gpus": sw.AxisDef("int", "int", limit=MAX_GPUS), **sw.LAYOUT_AXES,
+    "gpus": sw.AxisDef("int", "int", limit=MAX_GPUS), "replicas": sw.AxisDef("int", "int", limit=MAX_REPLICAS),
+    "router": sw.choice(*ROUTERS), **sw.LAYOUT_AXES,
 }
-DEFAULTS = {"block-tokens": 512, "policy": "lru", "gpus": 8}
+DEFAULTS = {"block-tokens": 512, "policy": "lru", "gpus": 8, "replicas": 1, "router": "round-robin"}
 
 
 def _spec(s: dict, opts):
@@ -49,7 +53,7 @@ def trace_points(settings: list[dict]) -> list[list[dict]]:
     for p, s in enumerate(settings):
         if "file" not in s:
             raise InputError("sweep trace: give the trace with --set file=PATH (or --vary file=A,B)")
-        key = (s["file"], s["block-tokens"], s["policy"], s.get("model"),
+        key = (s["file"], s["block-tokens"], s["policy"], s.get("model"), s["replicas"], s["router"],
                *(s.get(k) for k in sw.LAYOUT_AXES))
         groups.setdefault(key, []).append(p)
     out: list[list[dict]] = [[] for _ in settings]
@@ -58,8 +62,14 @@ def trace_points(settings: list[dict]) -> list[list[dict]]:
         opts = sw.kv_options_of(s)
         specs = tuple(_spec(settings[p], opts) for p in points)
         model = (catalog.name_of(s["model"]), catalog.load_model(s["model"])) if "model" in s else None
-        rows = trace_result(TraceInputs(path=s["file"], capacities=specs, block_tokens=s["block-tokens"],
-                                        policy=s["policy"]), model, opts).rows
+        inp = TraceInputs(path=s["file"], capacities=specs, block_tokens=s["block-tokens"], policy=s["policy"],
+                          trace_format="auto", replicas=s["replicas"], router=s["router"])
+        if s["replicas"] == 1:
+            rows = trace_result(inp, model, opts).rows
+        else:
+            from kvcalc.trace.replica_report import replica_result
+
+            rows = [r for r in replica_result(inp, model, opts).rows if r["replica"] == "all"]
         for p, row in zip(points, rows):
             out[p] = [row]
     return out
