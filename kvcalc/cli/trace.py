@@ -51,7 +51,8 @@ def trace(
         rich_help_panel="Replicas")] = "round-robin",
     sample_rate: Annotated[Optional[float], typer.Option(
         "--sample-rate", help="with --curve: estimate the curve from the blocks whose hashed id falls in this "
-        "fraction (SHARDS-style spatial sampling, memory x the rate; e.g. 0.01); the trace statistics stay exact",
+        "fraction, at most 1 (SHARDS-style spatial sampling, memory x the rate; e.g. 0.01); the trace statistics "
+        "stay exact",
         show_default=False, rich_help_panel=R)] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="skip and count bad lines instead of stopping at the "
                                            "first one", rich_help_panel=R)] = False,
@@ -188,6 +189,14 @@ def trace(
     for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link), ("--tier-curve", tier_curve)):
         if given:
             raise InputError(f"{flag}: only with --tiers")
+    if replicas is not None:
+        from kvcalc.trace.replicas import MAX_REPLICAS
+
+        check_positive(replicas, "--replicas", limit=MAX_REPLICAS)
+    if sample_rate is not None:
+        from kvcalc.trace.sampled import SAMPLE_SPACE
+
+        check_positive(sample_rate, "--sample-rate", limit=1.0, minimum=1 / SAMPLE_SPACE)
     if router != "round-robin" and replicas is None:
         raise InputError("--router: only with --replicas")
     if sample_rate is not None and not (curve or curve_points is not None):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvcalc.out.errors import InputError
-from kvcalc.trace.engine import TraceAnalysis, run_pass
+from kvcalc.trace.engine import TraceAnalysis, format_read, run_pass
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens
 from kvcalc.trace.result import capacity_blocks_for, check_policy
 from kvcalc.trace.stats import StatsAccumulator, TraceStats
@@ -67,7 +67,7 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
                                                        LeanEngine([None], block_tokens)), block_tokens)
         return TraceAnalysis(stats=stats.finish(reader.skipped_lines, exact.at(None)),
                              results=tuple(profile.at(c) for c in capacities_tokens), profile=profile,
-                             first_problem=reader.first_problem)
+                             first_problem=reader.first_problem, trace_format=format_read(reader))
     if engine is None and not keep_profile and sink is None and answers_lean(capacities_tokens, policy):
         engine = LeanEngine(capacities_tokens, block_tokens, policy)
     elif engine is None:
@@ -78,7 +78,8 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
     skipped = reader.skipped_lines
     return TraceAnalysis(stats=stats.finish(skipped, answers.at(None)),
                          results=tuple(answers.at(c) for c in capacities_tokens),
-                         profile=answers if keep_profile else None, first_problem=reader.first_problem)
+                         profile=answers if keep_profile else None, first_problem=reader.first_problem,
+                         trace_format=format_read(reader))
 
 
 def stats_of_requests(requests: Iterable[TraceRequest], block_tokens: int = DEFAULT_BLOCK_TOKENS,

@@ -60,6 +60,7 @@ class TraceAnalysis:
     results: tuple[ReplayResult, ...]
     profile: Any = None  # the LRU depth histograms (an LruProfile), when asked for (any capacity at once)
     first_problem: str | None = None  # "FILE:LINE: problem" of the first skipped line (skip_bad)
+    trace_format: str | None = None  # the format the trace was read as (kvcalc.trace.formats.FORMATS)
 
 
 class PolicyEngine:
@@ -77,6 +78,14 @@ class PolicyEngine:
 
     def finish(self, skipped_lines: int = 0) -> FixedAnswers:
         return FixedAnswers({c: cache.finish(skipped_lines) for c, cache in self.caches.items()})
+
+
+def format_read(reader) -> str:
+    """The format a reader read (after its pass: hash-id JSONL under the rule its lines followed)."""
+    kind = getattr(reader, "kind", None)
+    if kind is not None:
+        return kind
+    return "full-blocks" if getattr(reader, "rule", None) == "floor" else "mooncake"
 
 
 def run_pass(reader, engine: Engine, block_tokens: int) -> tuple[StatsAccumulator, Any]:

@@ -172,6 +172,8 @@ class KvCacheTesterReader(_RowReader):
     concurrently in kv-cache-tester; here one after another, in file order). The file's ids are one namespace
     (``hash_id_scope`` local means local to the file)."""
 
+    kind = "kv-cache-tester"
+
     def _rows(self) -> Iterator[tuple[int, Record]]:
         doc = _document(self.path)
         size = doc.get("block_size", self.block_tokens)

@@ -15,7 +15,7 @@ from kvcalc.model.schema import ModelPreset
 from kvcalc.out.errors import InputError
 from kvcalc.out.results import Column, Result, Table
 from kvcalc.out.units import fmt_count, fmt_percent
-from kvcalc.trace.engine import Tee, run_pass
+from kvcalc.trace.engine import Tee, format_read, run_pass
 from kvcalc.trace.formats import open_trace
 from kvcalc.trace.lean import LeanEngine
 from kvcalc.trace.replicas import ReplicaSet, check_replicas
@@ -75,7 +75,7 @@ def replica_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = 
              f"{fmt_count(s.input.total_tokens)} input tokens"]
     explain = [f"{r['capacity']} replica {r['replica']}: token hit = {fmt_count(r['reused_tokens'])} / "
                f"{fmt_count(r['input_tokens'])} = {fmt_percent(r['token_hit_rate'])}" for r in rows]
-    inputs = {"file": str(inp.path), "trace_format": inp.trace_format, "block_tokens": inp.block_tokens,
+    inputs = {"file": str(inp.path), "trace_format": format_read(reader), "block_tokens": inp.block_tokens,
               "policy": inp.policy, "replicas": inp.replicas, "router": inp.router,
               "capacities": [c.spec.text for c in given], "skip_bad": inp.skip_bad,
               "model": block.model_name if block else None}

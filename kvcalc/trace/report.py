@@ -323,7 +323,7 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     explain.append(f"maximum (infinite cache): {fmt_count(s.max_reused_tokens)} / {fmt_count(s.input.total_tokens)} "
                    f"= {fmt_percent(s.max_token_hit_rate)}")
 
-    inputs = {"file": str(inp.path), "trace_format": inp.trace_format, "block_tokens": inp.block_tokens,
+    inputs = {"file": str(inp.path), "trace_format": analysis.trace_format, "block_tokens": inp.block_tokens,
               "policy": inp.policy,
               "capacities": [c.spec.text for c in given], "curve": inp.curve,
               "curve_points": inp.curve_points if inp.curve else None, "sample_rate": inp.sample_rate,
