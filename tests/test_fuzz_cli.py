@@ -307,6 +307,8 @@ def gen_cost(g: Gen):
 def gen_compare(g: Gen):
     g.args.append("compare")
     _scenario(g, strategy=False, trace=True)
+    g.opt("--replicas", ["1", "3"], ["0", "1025", "x"], p=0.1)
+    g.opt("--router", ["prefix", "session"], ["", "prefx"], p=0.1)
     g.output(["usd_per_mtok_blended", "ttft_max_s", "hit_rate"])
 
 

@@ -125,3 +125,19 @@ def test_sweep_over_replicas_and_routers():
         assert row["reused_tokens"] == one[-1]["reused_tokens"]
     assert_bad_input(run_cli("sweep", "trace", "--set", f"file={MOONCAKE_HEAD}", "--set", "capacity=1m",
                              "--vary", "router=prefx"), "router")
+
+
+def test_compare_trace_on_replicas():
+    base = ["compare", "--trace", str(MOONCAKE_HEAD), "--capacity", "1m", "--format", "json"]
+    single = json.loads(run_cli(*base).out)["results"]
+    one = json.loads(run_cli(*base, "--replicas", "1").out)["results"]
+    assert one == single  # one replica is the single node, in cost too
+    four = json.loads(run_cli(*base, "--replicas", "4", "--router", "prefix").out)
+    cluster = json.loads(run_cli("trace", str(MOONCAKE_HEAD), "--replicas", "4", "--router", "prefix",
+                                 "--capacity", "1m", "--format", "json").out)["results"][-1]
+    tree = next(r for r in four["results"] if r["strategy"] == "prefix-tree")
+    assert tree["reused_tokens"] == cluster["reused_tokens"]  # C reuses what the cluster's caches held
+    assert four["inputs"]["replicas"] == 4 and four["inputs"]["router"] == "prefix"
+    assert_bad_input(run_cli("compare", "--replicas", "2"), "--replicas", "--trace")
+    assert_bad_input(run_cli("compare", "--trace", str(MOONCAKE_HEAD), "--router", "prefix"), "--router")
+    assert_bad_input(run_cli(*base, "--replicas", "2", "--router", "nope"), "--router")

@@ -20,7 +20,7 @@ This module computes; it never prints.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kvcalc.out.errors import InputError
@@ -66,8 +66,10 @@ class ReplicaEngine:
     """N caches of ``capacity_tokens`` [tokens] each (None = infinite) under ``policy``, behind ``router``."""
 
     def __init__(self, replicas: int, capacity_tokens: int | None, block_tokens: int, policy: str = "lru",
-                 router: str = "round-robin"):
+                 router: str = "round-robin", on_request: Callable[[int, int, int], None] | None = None):
+        """``on_request(input_length, output_length, hit_blocks)``, if given, hears every request's outcome."""
         check_replicas(replicas, router)
+        self.on_request = on_request
         self.router = router
         self.capacity_tokens = capacity_tokens
         self.caches: list[PolicyCache] = [make_cache(policy, capacity_tokens, block_tokens) for _ in range(replicas)]
@@ -92,11 +94,13 @@ class ReplicaEngine:
         return min(range(n), key=lambda i: (-runs[i], load[i], i))
 
     def add_records(self, records: Sequence, signed: bool = True) -> None:
-        caches, load = self.caches, self.load
+        caches, load, hear = self.caches, self.load, self.on_request
         for r in records:
             i = self.route(r.hash_ids)
-            caches[i].add(r.hash_ids, r.input_length)
+            hit = caches[i].add(r.hash_ids, r.input_length)
             load[i] += r.input_length
+            if hear is not None:
+                hear(r.input_length, r.output_length, hit)
 
     def finish(self, skipped_lines: int = 0) -> ReplicaResult:
         parts = tuple(c.finish(skipped_lines) for c in self.caches)
