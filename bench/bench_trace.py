@@ -84,8 +84,13 @@ if __name__ == "__main__":
 '''
 
 
-def build_scaled_trace(source: Path, copies: int, target: Path) -> None:
-    """Write ``copies`` back-to-back copies of ``source`` to ``target`` (ids and timestamps offset)."""
+def build_scaled_trace(source: Path, copies: int, target: Path, random_ids: bool = False) -> None:
+    """Write ``copies`` back-to-back copies of ``source`` to ``target`` (ids and timestamps offset); with
+    ``random_ids`` each copy's id k becomes a random signed 64-bit integer instead (the same for every use of k
+    in that copy: the prefix structure is kept, the id range is the whole of int64)."""
+    import random
+
+    rng = random.Random(22)
     max_id = -1
     last_ms = 0.0
     with open(source, "rb") as handle:
@@ -99,13 +104,17 @@ def build_scaled_trace(source: Path, copies: int, target: Path) -> None:
     ms_step = last_ms + 1000.0
     with open(target, "w") as out:
         for copy in range(copies):
+            names: dict[int, int] = {}  # this copy's random id of each source id
             with open(source, "rb") as handle:
                 for line in handle:
                     if not line.strip():
                         continue
                     obj = json.loads(line)
                     obj["timestamp"] = obj["timestamp"] + copy * ms_step
-                    obj["hash_ids"] = [h + copy * id_step for h in obj["hash_ids"]]
+                    if random_ids:
+                        obj["hash_ids"] = [names.setdefault(h, rng.getrandbits(64) - 2**63) for h in obj["hash_ids"]]
+                    else:
+                        obj["hash_ids"] = [h + copy * id_step for h in obj["hash_ids"]]
                     out.write(json.dumps(obj) + "\n")
 
 
@@ -241,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7, help="paired rounds (medians over them)")
     parser.add_argument("--capacity", default="3m", help="the single capacity [tokens], e.g. 3m")
     parser.add_argument("--versus", help="another checkout whose kvcalc also runs `single`, in the same rounds")
+    parser.add_argument("--random-ids", action="store_true", help="the scaled trace's ids: random signed 64-bit "
+                        "integers (issue 22's scale check: 60 copies = 239,580 requests)")
     args = parser.parse_args(argv)
     if not args.trace.is_file():
         print(f"trace not found: {args.trace}; nothing to benchmark")
@@ -254,8 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         readme_figures(args.trace)
         scaled = Path(tmp) / f"trace_x{args.copies}.jsonl"
         t0 = time.perf_counter()
-        build_scaled_trace(args.trace, args.copies, scaled)
-        print(f"\n(built the {args.copies}x trace in {time.perf_counter() - t0:.1f} s, "
+        build_scaled_trace(args.trace, args.copies, scaled, args.random_ids)
+        print(f"\n(built the {args.copies}x trace{' with random 64-bit ids' if args.random_ids else ''} in {time.perf_counter() - t0:.1f} s, "
               f"{scaled.stat().st_size / 1e6:.0f} MB)")
         bench(f"{args.copies}x", scaled, args.capacity, args.runs, reference, args.versus)
     return 0

@@ -256,7 +256,8 @@ def test_bad_capacity_strings(four: str, bad: str) -> None:
 
 def test_unknown_model_and_policy(four: str) -> None:
     assert_bad_input(run_cli("trace", four, "--capacity", "80GB", "-m", "no-such-model"))
-    assert_bad_input(run_cli("trace", four, "--policy", "lfu"), "--policy")
+    assert_bad_input(run_cli("trace", four, "--policy", "arc"), "--policy")
+    assert_bad_input(run_cli("trace", four, "--policy", "s3-fifo"), "--policy", "did you mean s3fifo")
     assert_bad_input(run_cli("trace", four, "--block-tokens", "0"), "--block-tokens")
 
 

@@ -307,6 +307,8 @@ def gen_cost(g: Gen):
 def gen_compare(g: Gen):
     g.args.append("compare")
     _scenario(g, strategy=False, trace=True)
+    g.opt("--replicas", ["1", "3"], ["0", "1025", "x"], p=0.1)
+    g.opt("--router", ["prefix", "session"], ["", "prefx"], p=0.1)
     g.output(["usd_per_mtok_blended", "ttft_max_s", "hit_rate"])
 
 
@@ -318,8 +320,13 @@ def gen_trace(g: Gen):
     g.opt("--block-tokens", ["16", "16", "16", "512"], p=1 if tiers else 0.8)  # the fixture's blocks: 16
     single = 0.05 if tiers else 1  # with --tiers, the single-cache options are refused: now and then only
     g.opt("--capacity", ["inf", "3m", "1000", "100,inf", "80GB"], BAD_TOKENS + ["80XB", "inf,inf"], p=0.5 * single)
-    g.opt("--policy", ["lru", "fifo"], ["", "LRU", "random"], p=0.3 * single)
+    g.opt("--policy", ["lru", "fifo", "lfu", "s3fifo"], ["", "LRU", "random", "s3-fifo"], p=0.3 * single)
+    g.opt("--trace-format", ["auto", "mooncake", "full-blocks"], ["", "csv", "kv-cache", "azure-csv",
+                                                                  "kv-cache-tester"], p=0.2)
     g.flag("--curve", 0.2 * single)
+    g.opt("--replicas", ["1", "2", "4"], ["0", "-1", "1025", "x", "1e3", ""], p=0.15 * single)
+    g.opt("--router", ["round-robin", "least-loaded", "session", "prefix"], ["", "prefx", "random"], p=0.15)
+    g.opt("--sample-rate", ["1", "0.5", "0.01"], p=0.1)
     g.opt("--curve-points", ["1", "5", "20", "10000"], p=0.2 * (0.5 if tiers else 1))
     g.flag("--skip-bad", 0.2)
     g.preset("--model", MODELS, ["tiny-model.toml"], p=0.6 if tiers else 0.25)
@@ -400,7 +407,7 @@ SWEEP_VARY = {
                  "hbm-utilization=0.5..0.9:lin3"],
     "cost": ["mfu-prefill=0.1..0.5:lin3", "price-per-gpu-hour=1,10", "strategy=lru,prefix-tree"],
     "compare": ["decode-tokens-per-s=10,60", "gpus=8,16", "output-tokens=0,500"],
-    "trace": ["capacity=1000,3m", "policy=lru,fifo"],
+    "trace": ["capacity=1000,3m", "policy=lru,fifo", "policy=lfu,s3fifo", "replicas=1,2", "router=prefix,session"],
 }
 SWEEP_BAD = ["context=1..1e400:log5", "context=1k..1m:log1000000000", "gpus=1.." + HUGE + ":step1", "model=", "=", "",
              "context=4k..1k:log3", "context=1k..1m:lin0", "context=1k..1m:logx", "nosuch=1", "context=nan..inf:log3",

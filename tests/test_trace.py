@@ -17,7 +17,7 @@ from kvcalc.trace.lru_curve import count_prefix_at_least, lru_curve, lru_curve_o
 from kvcalc.trace.reader import TraceRequest, read_trace
 from kvcalc.trace.replay import (CacheSimulator, capacity_blocks_for, capacity_grid, capacity_tokens_from_bytes, replay,
                                  replay_requests)
-from kvcalc.trace.stats import stats_of_requests, trace_stats
+from kvcalc.trace.analysis import stats_of_requests, trace_stats
 
 MOONCAKE = Path(__file__).parents[2] / "shared" / "traces" / "mooncake_synthetic_trace.jsonl"
 
@@ -113,7 +113,7 @@ def test_request_longer_than_cache_evicts_its_own_blocks(tmp_path: Path) -> None
 
 def test_unknown_policy_and_bad_capacity(small: Path) -> None:
     with pytest.raises(InputError, match="policy"):
-        replay(small, 8, block_tokens=4, policy="lfu")
+        replay(small, 8, block_tokens=4, policy="arc")
     with pytest.raises(InputError, match=">= 0"):
         replay(small, -1, block_tokens=4)
     with pytest.raises(InputError, match="whole number"):

@@ -19,7 +19,7 @@ from kvcalc.out.errors import InputError
 from kvcalc.trace.lru_curve import LruStackEngine
 from kvcalc.trace.reader import read_trace
 from kvcalc.trace.replay import CacheSimulator
-from kvcalc.trace.stats import trace_stats
+from kvcalc.trace.analysis import trace_stats
 
 GOOD = '{"timestamp": 0, "input_length": 4, "output_length": 1, "hash_ids": [1]}'
 DEEP = 100_000

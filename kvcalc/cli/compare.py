@@ -1,5 +1,7 @@
 """``kvcalc compare``: strategies A (lru) and C (prefix-tree) side by side on one scenario, with deltas."""
 
+from typing import Annotated, Optional
+
 import typer
 
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
@@ -22,6 +24,12 @@ def compare(
     check: CheckOpt = None, explain: ExplainOpt = False,
     tiers: TiersOpt = None, tier_capacity: TierCapacityOpt = None, tier_link: TierLinkOpt = None,
     tier_copies: TierCopiesOpt = "coalesced", sink_tokens: SinkOpt = 0, window_tokens: WindowOpt = 0,
+    replicas: Annotated[Optional[int], typer.Option(
+        "--replicas", help="with --trace: C's reuse measured on N replicas behind --router, each with the "
+        "--capacity cache (1 to 1,024)", show_default=False)] = None,
+    router: Annotated[str, typer.Option(
+        "--router", help="with --replicas: round-robin | least-loaded | session | prefix (see kvcalc trace)")]
+    = "round-robin",
 ):
     """Strategy A lru (no prefix reuse) vs C prefix-tree on one workload: absolute and relative deltas, TTFT per
     request class, and every assumption with its source.
@@ -39,6 +47,7 @@ def compare(
       kvcalc compare --scenario v4-flash-8xh100 --explain
       kvcalc compare --model llama-3-70b --hardware h200-sxm --requests 100 --context 8k --shared-prefix 2k
       kvcalc compare --scenario v4-flash-8xh100 --trace trace.jsonl --capacity 3m
+      kvcalc compare --trace trace.jsonl --capacity 3m --replicas 4 --router prefix
       kvcalc compare --scenario v4-flash-8xh100 --pd-link ib-ndr400
 
     With --trace FILE the trace's requests replace the workload: A prefills every input token; C reuses each
@@ -65,6 +74,16 @@ def compare(
             check_positive(value, flag, allow_zero=True, limit=MAX_TOKENS)
     traced = trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output_tokens,
                          shared_prefix, warm)
+    if replicas is not None or router != "round-robin":
+        from kvcalc.out.errors import InputError
+        from kvcalc.trace.replicas import MAX_REPLICAS, check_replicas
+
+        if replicas is not None:
+            check_positive(replicas, "--replicas", limit=MAX_REPLICAS)
+        if traced is None or tiers is not None or replicas is None:
+            raise InputError(f"{'--replicas' if replicas is not None else '--router'}: only with --trace FILE "
+                             "(without --tiers)" + ("" if replicas is not None else " and --replicas"))
+        check_replicas(replicas, router)
     o = overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, price=price_per_gpu_hour,
                   mfu=mfu_prefill, decode=decode_tokens_per_s, warm=warm, attention=attention_flops,
                   requests=requests, context=context, output=output_tokens, shared=shared_prefix,
@@ -103,5 +122,5 @@ def compare(
     spec, block = traced
     inp = resolve(scenario, o)
     with progress.shown("C's LRU replay"):
-        result = trace_compare_result(inp, trace, spec, block, skip_bad)
+        result = trace_compare_result(inp, trace, spec, block, skip_bad, replicas, router)
     emit(result, fmt, check, explain)

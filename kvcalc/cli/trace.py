@@ -12,19 +12,31 @@ R = "Replay"
 TI = "Tiers (HBM -> DRAM -> SSD)"
 
 
+POLICY_NAMES = {"lru": "LRU", "fifo": "FIFO", "lfu": "LFU", "s3fifo": "S3-FIFO"}  # as the progress bar names them
+
+
 def trace(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="JSONL trace: one {timestamp (ms), input_length, output_length, "
-                                         "hash_ids} object per line (Mooncake format); read as a stream",
+    file: Annotated[Path, typer.Argument(help="trace file, read as a stream (.gz too): Mooncake JSONL (one "
+                                         "{timestamp (ms), input_length, output_length, hash_ids} per line), "
+                                         "full-block hash JSONL, kv-cache-tester JSON; see --trace-format",
                                          show_default=False)],
-    block_tokens: Annotated[int, typer.Option("--block-tokens", "-b", help="tokens per hash id in the trace "
-                                              f"(Mooncake: 512; Qwen Bailian: 16; at most {MAX_BLOCK_TOKENS:,})",
-                                              rich_help_panel=R)] = 512,
+    block_tokens: Annotated[Optional[int], typer.Option(
+        "--block-tokens", "-b", help="tokens per hash id in the trace (default: the trace's own block_size "
+        f"(kv-cache-tester), else 512 as Mooncake; Qwen Bailian: 16; at most {MAX_BLOCK_TOKENS:,})",
+        show_default=False, rich_help_panel=R)] = None,
+    trace_format: Annotated[str, typer.Option(
+        "--trace-format", help="auto (by content) | mooncake (ceil(input / B) ids: the partial last block has one) "
+        "| full-blocks (floor(input / B) ids: only full blocks are hashed, so the partial last block is always a "
+        "miss) | kv-cache-tester (per-conversation JSON, floor ids, its block_size) | azure-csv | burstgpt-csv "
+        "(lengths only: for kvcalc bench --trace, nothing to replay). auto reads hash-id JSONL under the rule its "
+        "first partial block follows and holds every line to it", rich_help_panel=R)] = "auto",
     capacity: Annotated[Optional[str], typer.Option(
         "--capacity", help="cache capacities, comma-separated: tokens, decimal (3m = 3,000,000), bytes with a unit "
         "(80GB = 80e9 B, 80GiB; needs --model) or inf (default: 3m,10m,20m,inf; with --curve: only the curve)",
         show_default=False, rich_help_panel=R)] = None,
-    policy: Annotated[str, typer.Option("--policy", help="the prefix cache's eviction: lru (the LRU prefix cache: a hit refreshes a block) | fifo (never refresh)",
+    policy: Annotated[str, typer.Option("--policy", help="lru (the LRU prefix cache: a hit refreshes a block) | fifo (never refresh) | lfu (SGLang's radix "
+                                        "cache: fewest hits, then least recent) | s3fifo (small + main + ghost FIFOs)",
                                         rich_help_panel=R)] = "lru",
     curve: Annotated[bool, typer.Option("--curve", help="hit rate vs capacity: a geometric grid of capacities up to "
                                         "the trace's working set, all from one LRU pass (lru only)",
@@ -32,6 +44,19 @@ def trace(
     curve_points: Annotated[Optional[int], typer.Option(
         "--curve-points", help=f"points of the --curve grid (implies --curve; default 20; 1 to {MAX_CURVE_POINTS:,}); "
         "with --tiers: of the --tier-curve grid",
+        show_default=False, rich_help_panel=R)] = None,
+    replicas: Annotated[Optional[int], typer.Option(
+        "--replicas", help="replay over N replicas behind --router, each with its own cache of each --capacity: "
+        "hit rate per replica and in total, load imbalance (1 to 1,024)", show_default=False,
+        rich_help_panel="Replicas")] = None,
+    router: Annotated[str, typer.Option(
+        "--router", help="round-robin | least-loaded (fewest input tokens so far) | session (by the request's "
+        "first block) | prefix (the replica caching the longest prefix now; ties by load)",
+        rich_help_panel="Replicas")] = "round-robin",
+    sample_rate: Annotated[Optional[float], typer.Option(
+        "--sample-rate", help="with --curve: estimate the curve from the blocks whose hashed id falls in this "
+        "fraction, at most 1 (SHARDS-style spatial sampling, memory x the rate; e.g. 0.01); the trace statistics "
+        "stay exact",
         show_default=False, rich_help_panel=R)] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="skip and count bad lines instead of stopping at the "
                                            "first one", rich_help_panel=R)] = False,
@@ -97,6 +122,10 @@ def trace(
 
     \b
       kvcalc trace ../shared/traces/mooncake_synthetic_trace.jsonl  # if you have the shared folder
+      kvcalc trace trace_0002.json --policy s3fifo --capacity 200k,1m  # kv-cache-tester, 64-token blocks
+      kvcalc trace trace.jsonl.gz --trace-format full-blocks -b 64
+      kvcalc trace trace.jsonl --replicas 4 --router prefix --capacity 3m
+      kvcalc trace big.jsonl.gz --curve --sample-rate 0.01
       kvcalc trace trace.jsonl --capacity 3m,10m,inf --format json --check 'token_hit_rate >= 0.3'
       kvcalc trace trace.jsonl --curve --curve-points 30 --model deepseek-v4-flash
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
@@ -118,10 +147,16 @@ def trace(
 
     check_format(fmt)
     opts = kv_options(kv_dtype, mla_layout, indexer_dtype, mtp)
-    check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
+    if block_tokens is not None:
+        check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     check_positive(gpus, "--gpus", limit=MAX_GPUS)
     refuse_unless(ctx, tiers is not None, ["tier_copies", "scenario"], "--tiers")
     refuse_unless(ctx, tiers is not None or hardware is not None, ["gpus"], "--hardware (or --tiers)")
+    from kvcalc.trace.formats import resolve_format, trace_block_tokens
+
+    kind = resolve_format(file, trace_format)
+    block_tokens = trace_block_tokens(file, kind, block_tokens)
+    check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     if engine is not None:
         from kvcalc.memory.engine_common import ENGINES
 
@@ -141,6 +176,8 @@ def trace(
                             ("--plot", plot), ("--policy", policy != "lru")):
             if given:
                 raise InputError(f"{flag}: not with --tiers (tiers are LRU; give their sizes with --tier-capacity)")
+        if kind not in ("mooncake", "jsonl"):
+            raise InputError(f"--tiers: reads Mooncake JSONL traces only; {file} is {kind}")
         req = parse_request(str(file), tiers, tier_capacity, tier_link, block_tokens, tier_copies, skip_bad,
                             curve=tier_curve, curve_points=curve_points)
         cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts,
@@ -159,6 +196,18 @@ def trace(
     for flag, given in (("--tier-capacity", tier_capacity), ("--tier-link", tier_link), ("--tier-curve", tier_curve)):
         if given:
             raise InputError(f"{flag}: only with --tiers")
+    if replicas is not None:
+        from kvcalc.trace.replicas import MAX_REPLICAS
+
+        check_positive(replicas, "--replicas", limit=MAX_REPLICAS)
+    if sample_rate is not None:
+        from kvcalc.trace.sampled import SAMPLE_SPACE
+
+        check_positive(sample_rate, "--sample-rate", limit=1.0, minimum=1 / SAMPLE_SPACE)
+    if router != "round-robin" and replicas is None:
+        raise InputError("--router: only with --replicas")
+    if sample_rate is not None and not (curve or curve_points is not None):
+        raise InputError("--sample-rate: samples the hit-rate curve; add --curve")
     if curve_points is not None:
         check_positive(curve_points, "--curve-points", limit=MAX_CURVE_POINTS)
     use_curve = curve or curve_points is not None
@@ -182,11 +231,22 @@ def trace(
             catalog.load_model(model), catalog.load_hardware(hardware), gpus, block_tokens, opts,
             engine=engine or "ideal", engine_inputs=logged))]
     inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,
-                      curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad)
+                      curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad,
+                      trace_format=kind, replicas=1 if replicas is None else replicas, router=router,
+                      sample_rate=sample_rate)
     loaded = (catalog.name_of(model), catalog.load_model(model)) if model else None
     from kvcalc.out import progress
 
-    with progress.shown("LRU replay" if policy == "lru" else "FIFO replay"):
+    if replicas is not None:
+        from kvcalc.trace.replica_report import replica_result
+
+        if plot is not None:
+            raise InputError("--plot: not with --replicas")
+        with progress.shown("replay over replicas"):
+            result = replica_result(inp, loaded, opts)
+        emit(result, fmt, check, explain)
+        return
+    with progress.shown(f"{POLICY_NAMES.get(policy, policy)} replay"):
         result = trace_result(inp, loaded, opts)
     if path is not None:
         from kvcalc.out.plot import write_curve

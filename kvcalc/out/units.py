@@ -39,6 +39,7 @@ SECONDS_PER_HOUR = 3600.0
 MAX_TOKENS = 2**40               # a context or output length [tokens] (1,099,511,627,776; 1M-token windows today)
 MAX_CAPACITY_TOKENS = 2**50      # a cache capacity [tokens]
 MAX_GPUS = 1_000_000             # GPUs in one deployment
+MAX_REPLICAS = 1024              # replicas behind one router (kvcalc trace --replicas), each its own cache
 MAX_REQUESTS = 10**12            # requests in one workload or batch
 MAX_BLOCK_TOKENS = 2**24         # tokens per paged block (engines use 16 to 1,024)
 MAX_BLOCK_TABLES = 1_024         # block tables per request (vLLM: one per KV-cache group, a handful)
@@ -60,6 +61,7 @@ MAX_OVERLAP_US = 3.6e9           # a prefetch window [us]: one hour
 # 1e308`` is): name -> (minimum or None, maximum, zero allowed). Fractions (mfu-prefill) are in (0, 1] anyway.
 OPTION_BOUNDS = {
     "gpus": (None, MAX_GPUS, False),
+    "replicas": (None, MAX_REPLICAS, False),
     "requests": (None, MAX_REQUESTS, False),
     "output-tokens": (None, MAX_TOKENS, True),
     "block-tokens": (None, MAX_BLOCK_TOKENS, False),

@@ -10,41 +10,39 @@ This module computes; it never prints.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvcalc.out.errors import InputError
-from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, check_block_tokens, read_trace
-from kvcalc.trace.replay import ReplayResult, capacity_blocks_for, check_policy
+from kvcalc.trace.engine import TraceAnalysis, format_read, run_pass
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens
+from kvcalc.trace.result import capacity_blocks_for, check_policy
 from kvcalc.trace.stats import StatsAccumulator, TraceStats
 
 if TYPE_CHECKING:
-    from kvcalc.trace.lru_curve import DepthChunk, LruProfile
+    from kvcalc.trace.lru_curve import DepthChunk
 
-
-@dataclass(frozen=True)
-class TraceAnalysis:
-    """Statistics and replay results of one streaming pass over a trace."""
-
-    stats: TraceStats
-    results: tuple[ReplayResult, ...]
-    profile: LruProfile | None = None  # the LRU depth histograms, when asked for (any capacity at once)
-    first_problem: str | None = None  # "FILE:LINE: problem" of the first skipped line (skip_bad)
+__all__ = ["TraceAnalysis", "analyze_trace", "stats_of_requests", "trace_stats"]
 
 
 def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
                   block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru",
                   skip_bad: bool = False, keep_profile: bool = False,
-                  sink: Callable[[DepthChunk], None] | None = None) -> TraceAnalysis:
+                  sink: Callable[[DepthChunk], None] | None = None, trace_format: str = "mooncake",
+                  progress: Callable[[int], None] | None = None, engine=None,
+                  sample_rate: float | None = None) -> TraceAnalysis:
     """Statistics plus one result per capacity [tokens] (None = infinite), in one streaming pass.
 
     Several LRU capacities come from the stack-depth profile (one pass answers every capacity);
     ``keep_profile`` returns that :class:`LruProfile`, which answers capacities chosen after the pass (e.g. a
     grid up to the working set), and ``sink`` receives the engine's per-request depths chunk by chunk
-    (:class:`DepthChunk`). Without those, FIFO and at most one finite LRU capacity are replayed directly
-    (:func:`kvcalc.trace.lean.lean_analysis`: no numpy, memory for the cache only).
+    (:class:`DepthChunk`). Without those, other policies and at most one finite LRU capacity are replayed
+    directly (:class:`kvcalc.trace.lean.LeanEngine`: no numpy, memory for the cache only). ``engine``: any
+    other engine of the interface (:mod:`kvcalc.trace.engine`), e.g. replicas; its answers must know the
+    infinite capacity. ``trace_format``: see :mod:`kvcalc.trace.formats` (``auto`` detects it);
+    ``progress``: called with the bytes read so far. ``sample_rate`` (with ``keep_profile``): the profile is a
+    SHARDS-style sampled estimate (:mod:`kvcalc.trace.sampled`); the statistics stay exact.
     """
     check_policy(policy)
     check_block_tokens(block_tokens)
@@ -52,20 +50,52 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
         raise InputError(f"policy: the one-pass capacity profile exists for lru only, not {policy!r}")
     for capacity in capacities_tokens:
         capacity_blocks_for(capacity, block_tokens)
-    from kvcalc.trace.lean import answers_lean, lean_analysis
+    from kvcalc.trace.formats import open_trace
+    from kvcalc.trace.lean import LeanEngine, answers_lean
 
-    if not keep_profile and sink is None and answers_lean(capacities_tokens, policy):
-        return lean_analysis(path, capacities_tokens, block_tokens, policy, skip_bad)
+    reader = open_trace(path, block_tokens, skip_bad, trace_format, progress)
+    if getattr(reader, "lengths_only", False):
+        raise InputError(f"{path}: a lengths-only trace ({reader.kind}: arrivals and lengths, no hash ids): nothing "
+                         f"to replay through a cache; the serving model reads it (kvcalc bench --trace)")
+    if sample_rate is not None:
+        from kvcalc.trace.engine import Tee
+        from kvcalc.trace.sampled import SampledLruEngine
+
+        if not keep_profile or policy != "lru" or sink is not None or engine is not None:
+            raise InputError("--sample-rate: samples the LRU curve only (--curve)")
+        stats, (profile, exact) = run_pass(reader, Tee(SampledLruEngine(sample_rate, block_tokens),
+                                                       LeanEngine([None], block_tokens)), block_tokens)
+        return TraceAnalysis(stats=stats.finish(reader.skipped_lines, exact.at(None)),
+                             results=tuple(profile.at(c) for c in capacities_tokens), profile=profile,
+                             first_problem=reader.first_problem, trace_format=format_read(reader))
+    if engine is None and not keep_profile and sink is None and answers_lean(capacities_tokens, policy):
+        engine = LeanEngine(capacities_tokens, block_tokens, policy)
+    elif engine is None:
+        from kvcalc.trace.lru_curve import LruStackEngine
+
+        engine = LruStackEngine(block_tokens, sink=sink)
+    stats, answers = run_pass(reader, engine, block_tokens)
+    skipped = reader.skipped_lines
+    return TraceAnalysis(stats=stats.finish(skipped, answers.at(None)),
+                         results=tuple(answers.at(c) for c in capacities_tokens),
+                         profile=answers if keep_profile else None, first_problem=reader.first_problem,
+                         trace_format=format_read(reader))
+
+
+def stats_of_requests(requests: Iterable[TraceRequest], block_tokens: int = DEFAULT_BLOCK_TOKENS,
+                      skipped_lines: int = 0) -> TraceStats:
+    """Statistics of in-memory requests (hash_ids must already fit ``block_tokens``)."""
+    check_block_tokens(block_tokens)
     from kvcalc.trace.lru_curve import LruStackEngine
 
-    reader = read_trace(path, block_tokens, skip_bad)
-    stats = StatsAccumulator(block_tokens)
-    engine = LruStackEngine(block_tokens, sink=sink)
-    for records, _ in reader.batches():
-        stats.add_records(records)
-        engine.add_records(records)
-    skipped = reader.skipped_lines
-    profile = engine.finish(skipped)
-    return TraceAnalysis(stats=stats.finish(skipped, profile.at(None)),
-                         results=tuple(profile.at(c) for c in capacities_tokens),
-                         profile=profile if keep_profile else None, first_problem=reader.first_problem)
+    acc = StatsAccumulator(block_tokens)
+    engine = LruStackEngine(block_tokens)
+    for request in requests:
+        acc.add(request.timestamp_ms, request.input_length, request.output_length)
+        engine.add(request.hash_ids, request.input_length)
+    return acc.finish(skipped_lines, engine.finish(skipped_lines).at(None))
+
+
+def trace_stats(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False) -> TraceStats:
+    """Statistics of a trace file, in one streaming pass."""
+    return analyze_trace(path, [], block_tokens, skip_bad=skip_bad).stats

@@ -1,7 +1,7 @@
 """Cost from a trace: the trace's requests and measured prefix reuse feed strategies A and C of the cost model.
 
 One streaming pass measures each request's reuse at a single LRU capacity C (the semantics of
-:mod:`kvcalc.trace.replay`), read off the stack-depth engine exactly: a request's hit run at C is the number of
+:mod:`kvcalc.trace.result`), read off the stack-depth engine exactly: a request's hit run at C is the number of
 its blocks whose prefix-maximum depth is <= C (:class:`kvcalc.trace.lru_curve.DepthChunk`). Then:
 
 - A ``lru``: every request prefills its whole input (cached tokens 0), as A does on a workload.
@@ -27,7 +27,7 @@ from kvcalc.out.errors import InputError
 from kvcalc.serve.strategies import RequestMix, Slice
 from kvcalc.trace.lru_curve import DepthChunk
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS
-from kvcalc.trace.replay import capacity_blocks_for
+from kvcalc.trace.result import capacity_blocks_for
 
 INPUT_CLASSES = ((4096, "input <= 4K"), (16384, "input 4K-16K"), (65536, "input 16K-64K"), (None, "input > 64K"))
 
@@ -67,41 +67,59 @@ def _mix(counts: Counter, cache_tokens: int) -> RequestMix:
 
 
 def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: int = DEFAULT_BLOCK_TOKENS,
-                skip_bad: bool = False) -> TraceMixes:
+                skip_bad: bool = False, replicas: Optional[int] = None, router: str = "round-robin") -> TraceMixes:
     """Stream the trace once, measuring each request's LRU reuse at ``capacity_tokens`` [tokens] (None =
-    infinite) -> mixes. Nothing is kept per request beyond one engine chunk: slices are counted as chunks end."""
-    import numpy as np
-
-    from kvcalc.trace.analysis import analyze_trace
-
-    capacity_blocks = capacity_blocks_for(capacity_tokens, block_tokens)
+    infinite) -> mixes. Nothing is kept per request beyond one engine chunk: slices are counted as chunks end.
+    With ``replicas``: each request's reuse on the replica ``router`` sends it to, each replica an LRU cache of
+    ``capacity_tokens`` (:mod:`kvcalc.trace.replicas`); C's cache is then the replicas' peaks together."""
     lru: Counter = Counter()
     tree: Counter = Counter()
 
-    def sink(chunk: DepthChunk) -> None:
-        reused = np.minimum(chunk.hit_blocks(capacity_blocks) * block_tokens, chunk.inputs)
-        for input_length, cached, output in zip(chunk.inputs.tolist(), reused.tolist(), chunk.outputs):
-            label = input_class(input_length)
-            lru[(label, input_length, 0, output)] += 1
-            tree[(label, input_length, cached, output)] += 1
+    def count(input_length: int, cached: int, output: int) -> None:
+        label = input_class(input_length)
+        lru[(label, input_length, 0, output)] += 1
+        tree[(label, input_length, cached, output)] += 1
 
-    analysis = analyze_trace(path, [capacity_tokens], block_tokens, "lru", skip_bad, sink=sink)
-    r = analysis.results[0]
+    capacity_blocks = capacity_blocks_for(capacity_tokens, block_tokens)
+    if replicas is not None:
+        from kvcalc.trace.engine import run_pass
+        from kvcalc.trace.formats import open_trace
+        from kvcalc.trace.replicas import ReplicaEngine
+
+        engine = ReplicaEngine(replicas, capacity_tokens, block_tokens, "lru", router, on_request=lambda n, out, hit:
+                               count(n, min(hit * block_tokens, n), out))
+        reader = open_trace(path, block_tokens, skip_bad)
+        r = run_pass(reader, engine, block_tokens)[1].total
+        first_problem = reader.first_problem
+    else:
+        import numpy as np
+
+        from kvcalc.trace.analysis import analyze_trace
+
+        def sink(chunk: DepthChunk) -> None:
+            reused = np.minimum(chunk.hit_blocks(capacity_blocks) * block_tokens, chunk.inputs)
+            for input_length, cached, output in zip(chunk.inputs.tolist(), reused.tolist(), chunk.outputs):
+                count(input_length, cached, output)
+
+        analysis = analyze_trace(path, [capacity_tokens], block_tokens, "lru", skip_bad, sink=sink)
+        r = analysis.results[0]
+        first_problem = analysis.first_problem
     if r.input_tokens == 0:
         raise InputError(f"{path}: the trace's requests have no input tokens: nothing to prefill or reuse")
     peak = r.peak_cached_blocks
     return TraceMixes(lru=_mix(lru, 0), prefix_tree=_mix(tree, peak * block_tokens), capacity_tokens=capacity_tokens,
                       block_tokens=block_tokens, requests=r.requests, input_tokens=r.input_tokens,
                       reused_tokens=r.reused_tokens, peak_cached_blocks=peak, skipped_lines=r.skipped_lines,
-                      first_problem=analysis.first_problem)
+                      first_problem=first_problem)
 
 
 def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DEFAULT_BLOCK_TOKENS,
-                         skip_bad: bool = False):
+                         skip_bad: bool = False, replicas: Optional[int] = None, router: str = "round-robin"):
     """``kvcalc compare --trace``: A vs C on the scenario's model and hardware with the trace's requests.
 
     ``inp`` is the resolved scenario (cost.CostInputs); ``capacity`` a trace_report.CapacitySpec (tokens, bytes
-    converted with the scenario's model, or infinite).
+    converted with the scenario's model, or infinite). ``replicas``: C's reuse is measured on that many
+    replicas behind ``router``, each with that cache (the cost is still the scenario's node serving them all).
     """
     from kvcalc.out.units import fmt_count, fmt_percent
     from kvcalc.serve.cost import compare_result
@@ -109,9 +127,11 @@ def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DE
 
     block = block_bytes_of(inp.model_name, inp.model, block_tokens, inp.kv_options)
     cap = resolve_capacities([capacity], block_tokens, block)[0]
-    m = trace_mixes(path, cap.tokens, block_tokens, skip_bad)
+    m = trace_mixes(path, cap.tokens, block_tokens, skip_bad, replicas, router)
     name = Path(path).name
     cap_text = "infinite" if cap.tokens is None else f"{cap.spec.text} = {fmt_count(cap.tokens)} tokens"
+    if replicas is not None:
+        cap_text = f"{cap_text} on each of {replicas} replicas behind {router} routing"
     traced = dataclasses.replace(
         inp, workload_name=name, workload_title=f"trace {name} (LRU cache {cap_text})", warm=False,
         sources=inp.sources | {
@@ -138,7 +158,12 @@ def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DE
         notes.append(f"capacity {conversion_line(cap, block)}")
     if m.skipped_lines:
         notes.append(f"--skip-bad: skipped {m.skipped_lines:,} bad line(s); first: {m.first_problem}")
+    if replicas is not None:
+        notes.append(f"replicas: each request reuses what its replica's cache held; the scenario's node is still "
+                     f"the one whose time and cost are counted for all {m.requests:,} requests")
     inputs = result.inputs | {"trace": str(path), "capacity": cap.spec.text,
                               "capacity_tokens": cap.tokens, "block_tokens": block_tokens, "skip_bad": skip_bad}
+    if replicas is not None:
+        inputs |= {"replicas": replicas, "router": router}
     return dataclasses.replace(result, inputs=inputs, notes=result.notes + tuple(notes),
                                explain=tuple(explain) + result.explain)

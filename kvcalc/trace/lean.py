@@ -5,12 +5,12 @@ arrays of every distinct block; a question about one capacity needs only the cac
 the trace through
 
 - at most one finite LRU cache: an ``OrderedDict`` of at most ``floor(capacity / B)`` block ids (as a direct
-  replay does), or any number of FIFO caches (:class:`kvcalc.trace.replay.CacheSimulator`);
+  replay does), or any number of caches of another policy (:mod:`kvcalc.trace.policies`);
 - the blocks seen so far (:class:`SeenBlocks`): an infinite cache holds exactly the blocks seen before, so it
   gives the infinite capacity's result (LRU and FIFO alike), the trace's distinct blocks and its maximum hit
   rate, as the stack-depth profile at an infinite capacity does.
 
-Semantics are those of :mod:`kvcalc.trace.replay`; results equal the stack-depth engine's exactly (tests compare
+Semantics are those of :mod:`kvcalc.trace.result`; results equal the stack-depth engine's exactly (tests compare
 them on random traces). Neither numpy nor pydantic is imported: the process stays a few MB above the
 interpreter and the CLI, whatever the trace's length. :func:`answers_lean` says which questions come here
 (:func:`kvcalc.trace.analysis.analyze_trace` dispatches).
@@ -26,10 +26,9 @@ from itertools import compress, islice
 from pathlib import Path
 
 from kvcalc.out.errors import InputError
-from kvcalc.trace.analysis import TraceAnalysis
+from kvcalc.trace.engine import FixedAnswers, PolicyEngine, TraceAnalysis, run_pass
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, read_trace
-from kvcalc.trace.replay import CacheSimulator, capacity_blocks_for, replay_result
-from kvcalc.trace.stats import StatsAccumulator
+from kvcalc.trace.result import capacity_blocks_for, replay_result
 
 WIDE_TABLE_BYTES = 1 << 20  # ids below this have a byte each in the table of seen blocks [B]: the fastest form
 TABLE_BYTES_PER_BLOCK = 4  # beyond, one bit per id while the table stays within max(WIDE_TABLE_BYTES, 4 B per
@@ -37,9 +36,10 @@ TABLE_BYTES_PER_BLOCK = 4  # beyond, one bit per id while the table stays within
 
 
 def answers_lean(capacities_tokens: Sequence[int | None], policy: str) -> bool:
-    """True when the lean replay answers: FIFO (one direct cache per capacity anyway), or LRU with at most one
-    distinct finite capacity (and any number of infinite ones); several LRU capacities take the stack engine."""
-    return policy == "fifo" or len({c for c in capacities_tokens if c is not None}) <= 1
+    """True when the lean replay answers: any policy but LRU (one direct cache per capacity anyway), or LRU with
+    at most one distinct finite capacity (and any number of infinite ones); several LRU capacities take the
+    stack engine."""
+    return policy != "lru" or len({c for c in capacities_tokens if c is not None}) <= 1
 
 
 class SeenBlocks:
@@ -203,6 +203,50 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
     return room, hits, reused, inf_hits, inf_reused, total, inputs
 
 
+class LeanEngine:
+    """The lean replay behind the engine interface (:mod:`kvcalc.trace.engine`): at most one finite LRU cache
+    and the blocks seen (the infinite cache), or, for another policy, one :class:`PolicyEngine` cache per
+    finite capacity beside the blocks seen. Only for the questions of :func:`answers_lean`."""
+
+    def __init__(self, capacities_tokens: Sequence[int | None], block_tokens: int = DEFAULT_BLOCK_TOKENS,
+                 policy: str = "lru"):
+        if not answers_lean(capacities_tokens, policy):
+            raise InputError("lean replay: one LRU capacity at most (several take the stack-depth engine)")
+        self.block_tokens = block_tokens
+        self.policy = policy
+        finite = sorted({c for c in capacities_tokens if c is not None})
+        self._lru_tokens = finite[0] if policy == "lru" and finite else None
+        self._cache = OrderedDict() if self._lru_tokens is not None else None
+        self._limit = capacity_blocks_for(self._lru_tokens, block_tokens) if self._lru_tokens is not None else 0
+        self._room = self._limit
+        self._others = PolicyEngine(finite, block_tokens, policy) if policy != "lru" else None
+        self.seen = SeenBlocks()
+        self._counts = [0] * 6  # hit blocks, reused tokens (the LRU cache); the same, infinite cache; blocks; inputs
+        self.requests = 0
+
+    def add_records(self, records: Sequence, signed: bool = True) -> None:
+        """Replay a batch (``signed`` False: its text holds no ``-``, so no id is negative)."""
+        if signed:
+            self.seen.check_signs(records)
+        self._room, *batch = _replay(records, self._cache, self._room, self.seen, self.block_tokens)
+        self._counts = [a + b for a, b in zip(self._counts, batch)]
+        self.requests += len(records)
+        if self._others is not None:
+            self._others.add_records(records)
+
+    def finish(self, skipped_lines: int = 0) -> FixedAnswers:
+        hits, reused, inf_hits, inf_reused, total, inputs = self._counts
+        b, n = self.block_tokens, self.requests
+        results = {None: replay_result(self.policy, b, None, None, n, skipped_lines, inputs, inf_reused, total,
+                                       inf_hits, self.seen.count())}
+        if self._others is not None:
+            results.update(self._others.finish(skipped_lines).results)
+        elif self._lru_tokens is not None:
+            results[self._lru_tokens] = replay_result("lru", b, self._lru_tokens, self._limit, n, skipped_lines,
+                                                      inputs, reused, total, hits, len(self._cache))
+        return FixedAnswers(results)
+
+
 def lean_analysis(path: str | Path, capacities_tokens: Sequence[int | None],
                   block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru",
                   skip_bad: bool = False) -> TraceAnalysis:
@@ -211,40 +255,9 @@ def lean_analysis(path: str | Path, capacities_tokens: Sequence[int | None],
     Only for the questions of :func:`answers_lean`; :func:`kvcalc.trace.analysis.analyze_trace` dispatches
     here and validates the arguments first.
     """
-    if not answers_lean(capacities_tokens, policy):
-        raise InputError("lean replay: one LRU capacity at most (several take the stack-depth engine)")
-    finite = sorted({c for c in capacities_tokens if c is not None})
-    lru_tokens = finite[0] if policy == "lru" and finite else None
-    cache = OrderedDict() if lru_tokens is not None else None
-    limit = capacity_blocks_for(lru_tokens, block_tokens) if lru_tokens is not None else 0
-    room = limit
-    sims = {c: CacheSimulator(c, block_tokens, policy) for c in finite} if policy == "fifo" else {}
+    engine = LeanEngine(capacities_tokens, block_tokens, policy)
     reader = read_trace(path, block_tokens, skip_bad)
-    stats = StatsAccumulator(block_tokens)
-    seen = SeenBlocks()
-    counts = [0] * 6  # hit blocks, reused tokens (the LRU cache); the same for the infinite one; blocks; inputs
-    for records, _, signed in reader.signed_batches():
-        stats.add_records(records)
-        if signed:
-            seen.check_signs(records)
-        room, *batch = _replay(records, cache, room, seen, block_tokens)
-        counts = [a + b for a, b in zip(counts, batch)]
-        for sim in sims.values():
-            for r in records:
-                sim.add(r.hash_ids, r.input_length)
-    hits, reused, inf_hits, inf_reused, total, inputs = counts
-    skipped = reader.skipped_lines
-    requests = reader.requests
-    infinite = replay_result(policy, block_tokens, None, None, requests, skipped, inputs, inf_reused, total,
-                             inf_hits, seen.count())
-    results = []
-    for c in capacities_tokens:
-        if c is None:
-            results.append(infinite)
-        elif policy == "fifo":
-            results.append(sims[c].finish(skipped))
-        else:
-            results.append(replay_result("lru", block_tokens, c, limit, requests, skipped, inputs, reused, total,
-                                         hits, len(cache)))
-    return TraceAnalysis(stats=stats.finish(skipped, infinite), results=tuple(results),
-                         first_problem=reader.first_problem)
+    stats, answers = run_pass(reader, engine, block_tokens)
+    infinite = answers.at(None)
+    return TraceAnalysis(stats=stats.finish(reader.skipped_lines, infinite),
+                         results=tuple(answers.at(c) for c in capacities_tokens), first_problem=reader.first_problem)

@@ -36,7 +36,7 @@ import numpy as np
 
 from kvcalc.out.errors import InputError
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens, read_trace
-from kvcalc.trace.replay import ReplayResult, capacity_blocks_for, replay_result
+from kvcalc.trace.result import ReplayResult, capacity_blocks_for, replay_result
 
 DEFAULT_CHUNK_ACCESSES = 1 << 16  # minimum accesses per numpy chunk of the LRU curve
 _MAX_CHUNK_ACCESSES = 1 << 24  # keeps request index * _DEPTH_SPAN below 2^63
@@ -198,8 +198,9 @@ class LruStackEngine:
         """Buffer one request; a full buffer (accesses or requests) is processed as a chunk."""
         self.add_records((_Request(hash_ids, input_length, output_length),))
 
-    def add_records(self, records: Sequence) -> None:
-        """Buffer requests given as records with ``hash_ids``, ``input_length`` and ``output_length``."""
+    def add_records(self, records: Sequence, signed: bool = True) -> None:
+        """Buffer requests given as records with ``hash_ids``, ``input_length`` and ``output_length`` (``signed``:
+        the engine interface's hint, unused: ids of any sign are sorted alike)."""
         ids = [r.hash_ids for r in records]
         counts = list(map(len, ids))
         n = sum(counts)

@@ -9,7 +9,7 @@ groups, each layer's page padded where the model sets ``page_align_bytes``; ``bl
 that block is the compressed cache (CSA/HCA entries and indexer keys); the sliding-window ring and the
 per-request compressor state are not paged per block and are not counted.
 
-The replay semantics are those of :mod:`kvcalc.trace.replay` (see its docstring); :data:`SEMANTICS` says them in
+The replay semantics are those of :mod:`kvcalc.trace.result` (see its docstring); :data:`SEMANTICS` says them in
 short lines for ``--help``, notes and ``--explain``. This module computes and formats text; it never prints.
 """
 
@@ -28,7 +28,7 @@ from kvcalc.out.results import Column, Result, Table
 from kvcalc.out.units import fmt_bytes_exact, fmt_count, fmt_percent, parse_bytes, parse_token_capacity
 from kvcalc.trace.analysis import analyze_trace
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS
-from kvcalc.trace.replay import POLICIES, ReplayResult, capacity_grid, capacity_tokens_from_bytes
+from kvcalc.trace.result import POLICIES, ReplayResult, capacity_grid, capacity_tokens_from_bytes
 from kvcalc.trace.stats import TraceStats
 
 if TYPE_CHECKING:
@@ -165,6 +165,10 @@ class TraceInputs:
     curve: bool = False
     curve_points: int = DEFAULT_CURVE_POINTS
     skip_bad: bool = False
+    trace_format: str = "mooncake"  # kvcalc.trace.formats.FORMATS, or "jsonl" (hash-id lines, rule by content)
+    replicas: int = 1  # replicas behind the router (kvcalc.trace.replica_report when given)
+    router: str = "round-robin"  # kvcalc.trace.replicas.ROUTERS
+    sample_rate: Optional[float] = None  # --curve from a SHARDS-style sample (kvcalc.trace.sampled)
 
 
 MAIN_COLUMNS = (
@@ -247,15 +251,14 @@ def _explain_rows(rows: list[dict], block_tokens: int) -> list[str]:
     return out
 
 
-def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = None,
-                 opts: att.KvOptions = att.KvOptions()) -> Result:
-    """Replay the trace in one streaming pass and build the ``kvcalc trace`` Result.
-
-    Main rows: one per capacity (the given ones; with ``curve`` also a geometric grid up to the working set,
-    LRU only). Extra table ``trace``: the trace's own statistics (one row).
-    """
+def check_inputs(inp: TraceInputs) -> None:
+    """InputError naming the option when ``inp`` asks something the replay cannot answer."""
     if inp.policy not in POLICIES:
-        raise InputError(f"--policy: {inp.policy!r} is not one of {', '.join(POLICIES)}")
+        import difflib
+
+        close = difflib.get_close_matches(str(inp.policy), POLICIES, n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise InputError(f"--policy: {inp.policy!r} is not one of {', '.join(POLICIES)}{hint}")
     if inp.curve and inp.policy != "lru":
         raise InputError(f"--curve: the one-pass hit-rate curve is for --policy lru only, not {inp.policy!r} "
                          "(give --capacity values instead)")
@@ -263,10 +266,20 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
         raise InputError(f"--curve-points: must be >= 1, got {inp.curve_points}")
     if not inp.capacities and not inp.curve:
         raise InputError("--capacity: no capacity given")
+
+
+def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = None,
+                 opts: att.KvOptions = att.KvOptions()) -> Result:
+    """Replay the trace in one streaming pass and build the ``kvcalc trace`` Result.
+
+    Main rows: one per capacity (the given ones; with ``curve`` also a geometric grid up to the working set,
+    LRU only). Extra table ``trace``: the trace's own statistics (one row).
+    """
+    check_inputs(inp)
     block = block_bytes_of(model[0], model[1], inp.block_tokens, opts) if model else None
     given = resolve_capacities(inp.capacities, inp.block_tokens, block)
     analysis = analyze_trace(inp.path, [c.tokens for c in given], inp.block_tokens, inp.policy, inp.skip_bad,
-                                keep_profile=inp.curve)
+                             keep_profile=inp.curve, trace_format=inp.trace_format, sample_rate=inp.sample_rate)
     if inp.curve:
         caps = _curve_capacities(given, analysis.profile, inp.curve_points)
         results = [analysis.profile.at(c.tokens) for c in caps]
@@ -290,6 +303,9 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     if inp.curve:
         notes.append(f"curve: {len(caps)} capacities, geometric from one block to the working set, from one "
                      "LRU pass (LRU's inclusion property)")
+    if inp.sample_rate is not None:
+        notes.append(f"--sample-rate {inp.sample_rate:g}: the capacities' rows are estimates from the blocks whose "
+                     f"hashed id fell in the sample (SHARDS); the trace's own figures are exact")
     if block is not None:
         notes.append(block_line(block) + "; bytes held = blocks x that")
         notes += [f"capacity {conversion_line(c, block)}" for c in caps if c.spec.bytes is not None]
@@ -307,9 +323,11 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     explain.append(f"maximum (infinite cache): {fmt_count(s.max_reused_tokens)} / {fmt_count(s.input.total_tokens)} "
                    f"= {fmt_percent(s.max_token_hit_rate)}")
 
-    inputs = {"file": str(inp.path), "block_tokens": inp.block_tokens, "policy": inp.policy,
+    inputs = {"file": str(inp.path), "trace_format": analysis.trace_format, "block_tokens": inp.block_tokens,
+              "policy": inp.policy,
               "capacities": [c.spec.text for c in given], "curve": inp.curve,
-              "curve_points": inp.curve_points if inp.curve else None, "skip_bad": inp.skip_bad,
+              "curve_points": inp.curve_points if inp.curve else None, "sample_rate": inp.sample_rate,
+              "skip_bad": inp.skip_bad,
               "model": block.model_name if block else None,
               "kv_bytes_per_block": block.kv_bytes_per_block if block else None}
     return Result("trace", inputs, main, (trace_table,), tuple(explain), tuple(notes))

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvcalc.out.units import ms_to_s
-from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, check_block_tokens
 
 if TYPE_CHECKING:
-    from kvcalc.trace.replay import ReplayResult
+    from kvcalc.trace.result import ReplayResult
 
 PERCENTILES = (50, 90, 99)  # the p50 / p90 / p99 of LengthStats [percent]
 
@@ -164,24 +162,3 @@ def length_stats(counts: Counter) -> LengthStats:
         p99_tokens=p99,
         max_tokens=max(counts, default=0),
     )
-
-
-def stats_of_requests(requests: Iterable[TraceRequest], block_tokens: int = DEFAULT_BLOCK_TOKENS,
-                      skipped_lines: int = 0) -> TraceStats:
-    """Statistics of in-memory requests (hash_ids must already fit ``block_tokens``)."""
-    check_block_tokens(block_tokens)
-    from kvcalc.trace.lru_curve import LruStackEngine
-
-    acc = StatsAccumulator(block_tokens)
-    engine = LruStackEngine(block_tokens)
-    for request in requests:
-        acc.add(request.timestamp_ms, request.input_length, request.output_length)
-        engine.add(request.hash_ids, request.input_length)
-    return acc.finish(skipped_lines, engine.finish(skipped_lines).at(None))
-
-
-def trace_stats(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False) -> TraceStats:
-    """Statistics of a trace file, in one streaming pass."""
-    from kvcalc.trace.analysis import analyze_trace
-
-    return analyze_trace(path, [], block_tokens, skip_bad=skip_bad).stats

@@ -1,7 +1,8 @@
 """``kvcalc sweep trace``: a request trace's prefix-cache hit rate over a grid of capacities, block sizes,
 policies, models and nodes. Importing this module registers the ``trace`` target with :mod:`kvcalc.serve.sweep`.
 
-Each point's row is the ``kvcalc trace FILE --capacity C -b B --policy P [--model M]`` row for that capacity; with
+Each point's row is the ``kvcalc trace FILE --capacity C -b B --policy P [--model M]`` row for that capacity (with
+``replicas`` above 1: the cluster's ``all`` row of ``--replicas N --router R``, each replica of that capacity); with
 ``hardware`` (and ``model``) the capacity is the node's KV budget after the weights, as ``kvcalc trace --model M
 --hardware H --gpus N`` adds it (:mod:`kvcalc.trace.node_cache`). Points that share a file, block size, policy,
 model and layout are replayed together in one pass over the trace (``trace_result`` with all their capacities).
@@ -11,17 +12,20 @@ from __future__ import annotations
 
 from kvcalc.out.errors import InputError
 from kvcalc.serve import sweep as sw
+from kvcalc.trace.replicas import ROUTERS
+from kvcalc.trace.result import POLICIES
 
 AXES = {
     "file": sw.AxisDef("path"), "capacity": sw.AxisDef("captokens", "tokens"),
-    "block-tokens": sw.AxisDef("int", "int", bound="block-tokens"), "policy": sw.choice("lru", "fifo"),
+    "block-tokens": sw.AxisDef("int", "int", bound="block-tokens"), "policy": sw.choice(*POLICIES),
     "model": sw.MODEL_AXIS, "hardware": sw.AxisDef("preset", choices=("hardware",)),
-    "gpus": sw.AxisDef("int", "int", bound="gpus"), **sw.LAYOUT_AXES,
+    "gpus": sw.AxisDef("int", "int", bound="gpus"), "replicas": sw.AxisDef("int", "int", bound="replicas"),
+    "router": sw.choice(*ROUTERS), **sw.LAYOUT_AXES,
 }
-DEFAULTS = {"block-tokens": 512, "policy": "lru", "gpus": 8}
+DEFAULTS = {"block-tokens": 512, "policy": "lru", "gpus": 8, "replicas": 1, "router": "round-robin"}
 # What replaying costs per byte of trace [s/B], measured on the Mooncake trace (1.1 MB, 3,993 requests) and ten
 # copies of it (11 MB) on a loaded 2-core machine, rounded up: FIFO replays every capacity on its own (~130 ns/B
-# per point: 50 capacities of the 1.1 MB trace in 7.9 s), LRU serves all capacities from one pass (~20 ns/B per
+# per point: 50 capacities of the 1.1 MB trace in 7.9 s; LFU and S3-FIFO too, priced as FIFO), LRU serves all capacities from one pass (~20 ns/B per
 # point: 50 in 1.45 s) and each set-up (file, block size, policy, model, layout) reads the file once (~0.5 us/B).
 FIFO_S_PER_BYTE, LRU_S_PER_BYTE, PASS_S_PER_BYTE = 1.5e-7, 3e-8, 5e-7
 
@@ -42,7 +46,7 @@ def replay_cost(axes, fixed: dict) -> tuple[float, float]:
     files = varied.get("file", [fixed.get("file")] if fixed.get("file") else [])
     mean_size = sum(size(f) for f in files) / len(files) if files else 0.0
     policies = varied.get("policy", [fixed.get("policy", DEFAULTS["policy"])])
-    fifo = sum(p == "fifo" for p in policies) / len(policies)
+    fifo = sum(p != "lru" for p in policies) / len(policies)  # every policy but LRU replays capacity by capacity
     per_point = mean_size * (fifo * FIFO_S_PER_BYTE + (1 - fifo) * LRU_S_PER_BYTE)
     setups = math.prod(len(a) for a in axes if a.name not in ("capacity", "hardware", "gpus"))
     return per_point, setups * mean_size * PASS_S_PER_BYTE
@@ -75,7 +79,7 @@ def trace_points(settings: list[dict]) -> list[list[dict]]:
     for p, s in enumerate(settings):
         if "file" not in s:
             raise InputError("sweep trace: give the trace with --set file=PATH (or --vary file=A,B)")
-        key = (s["file"], s["block-tokens"], s["policy"], s.get("model"),
+        key = (s["file"], s["block-tokens"], s["policy"], s.get("model"), s["replicas"], s["router"],
                *(s.get(k) for k in sw.LAYOUT_AXES))
         groups.setdefault(key, []).append(p)
     out: list[list[dict]] = [[] for _ in settings]
@@ -84,8 +88,14 @@ def trace_points(settings: list[dict]) -> list[list[dict]]:
         opts = sw.kv_options_of(s)
         specs = tuple(_spec(settings[p], opts) for p in points)
         model = (catalog.name_of(s["model"]), catalog.load_model(s["model"])) if "model" in s else None
-        rows = trace_result(TraceInputs(path=s["file"], capacities=specs, block_tokens=s["block-tokens"],
-                                        policy=s["policy"]), model, opts).rows
+        inp = TraceInputs(path=s["file"], capacities=specs, block_tokens=s["block-tokens"], policy=s["policy"],
+                          trace_format="auto", replicas=s["replicas"], router=s["router"])
+        if s["replicas"] == 1:
+            rows = trace_result(inp, model, opts).rows
+        else:
+            from kvcalc.trace.replica_report import replica_result
+
+            rows = [r for r in replica_result(inp, model, opts).rows if r["replica"] == "all"]
         for p, row in zip(points, rows):
             out[p] = [row]
     return out

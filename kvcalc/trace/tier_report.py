@@ -200,7 +200,7 @@ def tier_curve_blocks(req: TierRequest, tier: Tier, block: float) -> list[int]:
     """The varied tier's capacities [blocks], ascending: its configured capacity, and those listed in
     --tier-curve (bytes or tokens; 0 allowed) or else 0 and a geometric grid of ``req.curve_points`` from one
     block to TIER_CURVE_SPAN x the configured capacity."""
-    from kvcalc.trace.replay import capacity_grid
+    from kvcalc.trace.result import capacity_grid
     from kvcalc.trace.tier_cost import given_capacity
 
     if req.curve_values:

@@ -154,7 +154,7 @@ class TieredLruEngine(LruStackEngine):
         self._req_tokens: list[np.ndarray] = []
         self._own_depth: Optional[np.ndarray] = None  # per access of the chunk being processed [blocks]
 
-    def add_records(self, records: Sequence) -> None:
+    def add_records(self, records: Sequence, signed: bool = True) -> None:
         """Buffer requests (see LruStackEngine.add_records)."""
         if self._keep:
             self._has_blocks += [bool(r.hash_ids) for r in records]
