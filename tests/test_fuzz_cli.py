@@ -263,7 +263,8 @@ def _scenario(g: Gen, strategy: bool, trace: bool):
     g.preset("--hardware", HARDWARE, ["edge-hw.toml", "big-hw.toml"], p=0.25)
     g.opt("--gpus", ["1", "8", "64", "1000000"], p=0.25)
     g.opt("--engine", ["vllm", "sglang", "ideal"], ["", "trt"], p=0.15)
-    for _ in range(g.r.choice([0, 0, 0, 1, 2])):
+    # --engine-input needs --engine (refused without it): given without it only now and then
+    for _ in range(g.r.choice([0, 0, 0, 1, 2]) if "--engine" in g.args or g.r.random() < 0.05 else 0):
         g.args += ["--engine-input", g.pick(["weights-memory=14.08GiB", "total-memory=79.19GiB", "block-size=32",
                                              "gpu-memory-utilization=0.8", "max-num-seqs=256", "non-torch-memory=0"],
                                             ["", "=", "x=1", "weights-memory=", "block-size=" + HUGE, "max-num-seqs=-1",
@@ -307,8 +308,10 @@ def gen_cost(g: Gen):
 def gen_compare(g: Gen):
     g.args.append("compare")
     _scenario(g, strategy=False, trace=True)
-    g.opt("--replicas", ["1", "3"], ["0", "1025", "x"], p=0.1)
-    g.opt("--router", ["prefix", "session"], ["", "prefx"], p=0.1)
+    # --replicas / --router need --trace without --tiers (refused otherwise): elsewhere only now and then
+    single_trace = "--trace" in g.args and "--tiers" not in g.args
+    g.opt("--replicas", ["1", "3"], ["0", "1025", "x"], p=0.3 if single_trace else 0.02)
+    g.opt("--router", ["prefix", "session"], ["", "prefx"], p=0.3 if single_trace else 0.02)
     g.output(["usd_per_mtok_blended", "ttft_max_s", "hit_rate"])
 
 

@@ -161,6 +161,9 @@ COST_COLUMNS = (
     ("usd_per_mtok_input", "$/M in", "usd"), ("usd_per_mtok_output", "$/M out", "usd"),
     ("usd_per_mtok_blended", "$/M blended", "usd"),
 )
+# compare's table: the strategy labels are long ("A lru (no prefix reuse)"), so $/M in and out stay in the C - A
+# table below it (and in JSON/CSV), keeping the table within 120 columns
+COMPARE_COLUMNS = tuple(c for c in COST_COLUMNS if c[0] not in ("usd_per_mtok_input", "usd_per_mtok_output"))
 DELTA_KEYS = ("prefill_tokens", "reused_tokens", "prefill_flops", "prefill_time_s", "ttft_mean_s", "ttft_max_s",
               "kv_stored_bytes", "gpu_seconds", "usd_per_mtok_input", "usd_per_mtok_output", "usd_per_mtok_blended")
 DELTA_KINDS = {"prefill_tokens": "int", "reused_tokens": "int", "prefill_flops": "flops", "kv_stored_bytes": "bytes",
@@ -291,7 +294,7 @@ def cost_result(inp: CostInputs, strategy: str):
 
     row, classes = strategy_row(inp, strategy)
     main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}{fit_title([row])}",
-                 tuple(Column(*c) for c in COST_COLUMNS), (row,))
+                 tuple(Column(*c) for c in COST_COLUMNS if c[0] != "strategy"), (row,))  # named in the title
     return strategies.labelled(Result(
         "cost", _inputs_echo(inp) | {"strategy": strategy}, main,
         (_class_table(classes, inp.ttft_model), *_pd_tables(inp, [row]), _assumption_table(inp)),
@@ -327,7 +330,7 @@ def compare_result(inp: CostInputs, mixes: dict | None = None):
     a, ca = strategy_row(inp, "lru", mixes.get("lru"))
     c, cc = strategy_row(inp, "prefix-tree", mixes.get("prefix-tree"))
     main = Table("compare", f"A vs C on {_workload_title(inp)}: {inp.model_name} on {inp.gpus} x "
-                 f"{inp.hardware_name}{fit_title([a, c])}", tuple(Column(*x) for x in COST_COLUMNS), (a, c))
+                 f"{inp.hardware_name}{fit_title([a, c])}", tuple(Column(*x) for x in COMPARE_COLUMNS), (a, c))
     label = dict(strategies.LABELS)
     deltas = Table("deltas", "C - A", (Column("field", "figure", "text"), Column("lru", label["lru"], "auto"),
                                       Column("prefix_tree", label["prefix-tree"], "auto"),
