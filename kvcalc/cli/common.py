@@ -72,8 +72,10 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
-def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
-    """Render ``result`` to stdout in ``fmt``; evaluate --check; exit 1 listing failures."""
+def emit(result, fmt: str, checks: Optional[list[str]], explain: bool, block: Optional[str] = None) -> None:
+    """Render ``result`` to stdout in ``fmt``; evaluate --check; exit 1 listing failures. ``block``: text that
+    replaces the main table in the table format (``bench``'s copy of vLLM's result block), notes and
+    derivations still following it."""
     from kvcalc.out import checks as chk
     from kvcalc.out import render
     check_format(fmt)
@@ -85,6 +87,9 @@ def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
         sys.stdout.write(render.to_csv(result))
     elif fmt == "markdown":
         sys.stdout.write(render.to_markdown(result, explain))
+    elif block is not None:
+        lines = render.note_lines(result, render.output_width(sys.stdout)[0], explain)
+        sys.stdout.write(block + "".join(line + "\n" for line, _ in lines))
     else:
         render.write_tables(result, sys.stdout, explain)
     failed = [o for o in outcomes if not o["passed"]]

@@ -217,6 +217,14 @@ def table_lines(result: Result, width: int, explain: bool = False, box: dict | N
         cells = list(zip(*(format_column(c, t.rows) for c in t.columns))) if t.rows else []
         grid = text.Grid(t.title, [c.title for c in t.columns], [c.kind != "text" for c in t.columns], cells)
         lines += grid.render(width, box or text.BOX_UTF8)
+    return lines + note_lines(result, width, explain)
+
+
+def note_lines(result: Result, width: int, explain: bool = False) -> list[tuple[str, str]]:
+    """The notes (and derivations with explain) laid out for ``width``, as (line, style) pairs."""
+    from kvcalc.out import text
+
+    lines: list[tuple[str, str]] = []
     for n in result.notes:
         lines += [(x, "note") for x in text.wrap(f"note: {n}", width)]
     if explain:
