@@ -40,6 +40,7 @@ def bench(
     max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="client-side cap on requests in flight", rich_help_panel=C)] = None,
     shared_prefix: Annotated[Optional[str], typer.Option("--shared-prefix", help="TOKENS[:GROUPS]: a prefix of TOKENS before every prompt, one per group (vllm's --random-prefix-len with groups)", rich_help_panel=C)] = None,
     trace: Annotated[Optional[str], typer.Option("--trace", help="Mooncake JSONL trace: arrivals, lengths and hash ids (prefix reuse) instead of the random dataset", rich_help_panel=C)] = None,
+    block_tokens: Annotated[int, typer.Option("--block-tokens", help="tokens per hash id in the trace (Mooncake: 512)", rich_help_panel=C)] = 512,
     seed: Annotated[int, typer.Option("--seed", help="seed of the Poisson arrivals", rich_help_panel=C)] = 0,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):

@@ -98,7 +98,10 @@ def parse_and_run(a: dict) -> None:
     if a["trace"] is not None:
         from kvcalc.trace.bench_input import trace_requests
 
-        trace = trace_requests(a["trace"], limit=n)
+        from kvcalc.out.units import MAX_BLOCK_TOKENS
+
+        block_tokens = int(check_positive(a["block_tokens"], "--block-tokens", limit=MAX_BLOCK_TOKENS))
+        trace = trace_requests(a["trace"], limit=n, block_tokens=block_tokens)
     spec = BenchSpec(model_name=catalog.name_of(a["model"]), model=model, hw_name=catalog.name_of(a["hardware"]),
                      hw=hw, link=link, cal=cal, cal_name=cal_name, tp=tp, dp=dp, engine=a["engine"],
                      async_scheduling=a["async_scheduling"], input_len=input_len, output_len=output_len,

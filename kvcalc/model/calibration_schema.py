@@ -26,6 +26,9 @@ class CalibrationPreset:
     """share of the dense tensor peak a large matmul reaches"""
     matmul_half_tokens: TokenCount
     """tokens per GEMM (rows of the activation matrix) at which the matmul efficiency is half its maximum"""
+    dequant_matmul_efficiency: Fraction
+    """a weight-only quantised GEMM (weights dequantised in the kernel: MXFP4 or FP8 weights on a GPU without
+    that math, W4A16/W8A16) relative to a native one"""
     hbm_efficiency: Fraction
     """share of the datasheet HBM bandwidth a step's weight and KV reads reach"""
     per_sequence_us: OverheadUs

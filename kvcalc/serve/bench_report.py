@@ -38,8 +38,9 @@ def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
               "compute_dtype": sm.math_dtype}
     main_row = {c.key: row[c.key] for c in COLUMNS}
     main_row |= {k: row[k] for k in ("preemptions", "steps", "cached_tokens", "peak_running")}
+    plural = "s" if spec.dp > 1 else ""
     out_notes = [
-        f"predicted, not measured: {spec.engine} on {spec.tp} x {spec.hw_name} (x {spec.dp} replica{"s" if spec.dp > 1 else ""}), calibration "
+        f"predicted, not measured: {spec.engine} on {spec.tp} x {spec.hw_name} (x {spec.dp} replica{plural}), calibration "
         f"{spec.cal_name} (presets/calibration; docs/serving-model.md shows its error on measured runs)",
         f"KV pool {pool.num_blocks:,} blocks of {pool.block_size} tokens per replica; limits {sch.max_num_batched_tokens:,} "
         f"batched tokens and {sch.max_num_seqs:,} sequences per step; {row['steps']:,} steps, {row['preemptions']:,} "

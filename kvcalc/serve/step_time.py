@@ -3,7 +3,8 @@
 A step runs T tokens on one replica of ``tp`` GPUs: the decodes of the running requests (one token each) and the
 chunks of prompts being prefilled. Per GPU:
 
-  compute  = [2 x dense params x T / eff(T) + 2 x active expert params x T / eff(T k / D(T))
+  compute  = [2 x dense params x T / eff(T) + 2 x active expert params x T / eff(T k / D(T))  (each / the
+              calibrated dequant efficiency where the weights are dequantised in the kernel: W4A16, W8A16)
               + 2 x LM head x S / eff(S)] / (tp x matmul peak)
              + attention FLOPs / (tp x BF16 peak x eff(T))
              dense params = active - embedding - LM head - active experts; S = sequences sampling this step;
@@ -88,6 +89,8 @@ class StepModel:
     step_overhead_s: float
     per_sequence_s: float
     math_dtype: str
+    dense_dequant: float = 1.0    # 1 / efficiency factor of the dense matmuls when dequantised in the kernel
+    expert_dequant: float = 1.0   # the same for the routed experts
     kv_scale: float = 1.0         # --kv-compression: KV bytes read x 1 / FACTOR (the article's hypothesis)
 
     # ---------------------------------------------------------------- terms
@@ -131,10 +134,10 @@ class StepModel:
         import numpy as np
 
         t = np.maximum(tokens, 1e-9)
-        flops_time = 2 * self.dense_params * tokens / self.eff(t)
+        flops_time = 2 * self.dense_params * tokens * self.dense_dequant / self.eff(t)
         if self.experts:
             per_expert = t * self.top_k / np.maximum(self.distinct_experts(t), 1e-9)
-            flops_time = flops_time + 2 * self.expert_active_params * tokens / self.eff(per_expert)
+            flops_time = flops_time + 2 * self.expert_active_params * tokens * self.expert_dequant / self.eff(per_expert)
         flops_time = flops_time + 2 * self.head_params * sampled / self.eff(np.maximum(sampled, 1e-9))
         return (flops_time / (self.tp * self.matmul_peak)
                 + attn_flops / (self.tp * self.attn_peak * self.eff(t)))
@@ -197,7 +200,13 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         shape = ((g.q_heads, g.qk_head_dim, g.v_head_dim) if g.q_heads else
                  (model.q_heads, model.qk_head_dim, model.v_head_dim))
         coef.append(2.0 * shape[0] * (shape[1] + shape[2]) * g.layers if all(shape) else 0.0)
-    math = wd.math_dtype(wd.storage_dtype(model), hw.fp8_dense_tflops is not None, hw.fp4_dense_tflops is not None)
+    storage = wd.storage_dtype(model)
+    math = wd.math_dtype(storage, hw.fp8_dense_tflops is not None, hw.fp4_dense_tflops is not None)
+    slow = 1.0 / cal.dequant_matmul_efficiency if storage not in ("bf16", math) else 1.0
+    # the dense layers' own format (gpt-oss keeps attention in BF16 beside MXFP4 experts): native when >= 2 B/param
+    dense_count = model.params_total - expert_params - emb
+    dense_bpp = (model.weight_bytes - expert_bytes - emb_bytes) / dense_count if dense_count > 0 else 2.0
+    dense_slow = 1.0 if dense_bpp >= 2 - 1e-9 else slow
     overhead_us = getattr(cal, ENGINE_STEP_FIELDS[engine_key(engine, async_scheduling)])
     return StepModel(
         tp=tp, dense_params=max(dense, 0.0), expert_active_params=expert_active, head_params=float(head),
@@ -211,4 +220,4 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         link_bytes_per_s=link.bandwidth_bytes_per_s() if link else 1.0,
         eff_max=cal.matmul_efficiency_max, half_tokens=float(cal.matmul_half_tokens), hbm_eff=cal.hbm_efficiency,
         step_overhead_s=units.us_to_s(overhead_us), per_sequence_s=units.us_to_s(cal.per_sequence_us),
-        math_dtype=math)
+        math_dtype=math, dense_dequant=dense_slow, expert_dequant=slow)
