@@ -1,17 +1,13 @@
 """Randomised hostile-input test of ``kvcalc bench`` (the pattern of tests/test_fuzz_cli.py, whose generator,
 hostile files and checks it reuses): valid options mixed with hostile values, presets and trace files. Every run
 exits 0, 1 (only with --check) or 2 with one line, no traceback, no inf/nan where a number goes. Runs are kept
-small (at most 200 prompts) so the 150 cases take seconds. KVCALC_FUZZ_CASES / KVCALC_FUZZ_SEED as there."""
+small (at most 200 prompts) so the cases take seconds. KVCALC_FUZZ_CASES / KVCALC_FUZZ_SEED as there."""
 
 from __future__ import annotations
 
-import os
-import random
+import test_fuzz_cli as base
+from test_fuzz_cli import BAD_NUMBERS, BAD_TOKENS, CONFIGS, Gen, files, hostile_files  # noqa: F401
 
-from conftest import run_cli
-from test_fuzz_cli import BAD_NUMBERS, BAD_TOKENS, CONFIGS, SEED, Gen, check_run, files, hostile_files  # noqa: F401
-
-CASES = int(os.environ.get("KVCALC_FUZZ_CASES", "150"))
 FIELDS = ["duration", "output_throughput", "mean_ttft_ms", "p99_tpot_ms", "usd_per_m_blended", "completed"]
 
 
@@ -52,16 +48,6 @@ def gen_bench(g: Gen):
 
 
 def test_fuzz_bench(files, monkeypatch):
-    rng = random.Random(f"{SEED}-bench")
-    failures, codes = [], {0: 0, 1: 0, 2: 0}
-    for _ in range(CASES):
-        g = Gen(rng, files, hostile=rng.choice([0.0, 0.1, 0.3, 0.6]))
-        gen_bench(g)
-        monkeypatch.setenv("COLUMNS", g.pick(["200", "120"], ["1", "0", "x"]))
-        r = run_cli(*g.args)
-        codes[r.code] = codes.get(r.code, 0) + 1
-        problems = check_run(g.args, r)
-        if problems:
-            failures.append(f"{problems}: kvcalc {' '.join(repr(a)[:80] for a in g.args)}\n  err: {r.err[:300]}")
-    assert not failures, f"{len(failures)} of {CASES} failed:\n" + "\n".join(failures[:10])
-    assert codes[0] >= CASES // 10 and codes[2] >= CASES // 10, codes
+    # test_fuzz_cli's loop and checks, with this generator (KVCALC_FUZZ_CASES cases, 300 by default)
+    monkeypatch.setitem(base.GENERATORS, "bench", gen_bench)
+    base.test_fuzz_command("bench", files, monkeypatch)
