@@ -24,11 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-FRACTIONS = ("matmul_efficiency_max", "dequant_matmul_efficiency", "hbm_efficiency")
-INTEGERS = ("matmul_half_tokens",)
+FRACTIONS = ("matmul_efficiency_max", "attention_efficiency", "dequant_matmul_efficiency", "hbm_efficiency")
+INTEGERS = ("matmul_half_tokens", "matmul_half_width")
 ENGINE_PARAMS = {"vllm": ("vllm_step_us",), "vllm-async": ("vllm_async_step_us",), "sglang": ("sglang_step_us",),
                  "trtllm": ("trtllm_step_us",)}
-SHARED = ("matmul_efficiency_max", "matmul_half_tokens", "dequant_matmul_efficiency", "hbm_efficiency", "per_sequence_us",
+SHARED = ("matmul_efficiency_max", "matmul_half_tokens", "matmul_half_width", "attention_efficiency",
+          "dequant_matmul_efficiency", "hbm_efficiency", "per_sequence_us",
           "frontend_us_per_request", "frontend_ns_per_input_token")
 
 
@@ -125,7 +126,8 @@ def write(hw: str, cal, params, rows, text: str) -> None:
              f'{sources[0].split("@")[1][:12]}); L1 fit of |log(predicted / measured)| over output throughput, mean '
              f'TTFT and mean TPOT; on those rows: {text}'
              + (f"; {', '.join(unfitted)}: no {hw} row runs it, set to vllm_step_us" if unfitted else "") + '"']
-    fields = ("matmul_efficiency_max", "matmul_half_tokens", "dequant_matmul_efficiency", "hbm_efficiency", "per_sequence_us", "vllm_step_us",
+    fields = ("matmul_efficiency_max", "matmul_half_tokens", "matmul_half_width", "attention_efficiency",
+              "dequant_matmul_efficiency", "hbm_efficiency", "per_sequence_us", "vllm_step_us",
               "vllm_async_step_us", "sglang_step_us", "trtllm_step_us", "frontend_us_per_request",
               "frontend_ns_per_input_token", "vllm_default_max_num_batched_tokens", "vllm_default_max_num_seqs")
     for name in fields:

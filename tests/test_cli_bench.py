@@ -105,3 +105,18 @@ def test_a_pool_too_small_for_one_request_is_refused():
     r = run_cli("bench", "--model", "qwen3-32b", "--hardware", "a100-80g", "--random-input-len", "200k",
                 "--num-prompts", "1")
     assert r.code == 2 and "cannot hold one request" in r.err
+
+
+def test_weights_dtype_on_capacity_and_cost():
+    # Qwen3-32B in FP8: 2 x 151,936 x 5,120 embedding + LM head params at 2 B = 3,111,649,280 B, the other
+    # 32,762,106,880 - 1,555,824,640 = 31,206,282,240 params at 1 B: 34,317,931,520 B
+    cap = json.loads(run_cli("capacity", "--model", "qwen3-32b", "--gpus", "1", "--weights-dtype", "fp8",
+                             "--format", "json").out)["results"][0]
+    assert cap["weight_bytes"] == pytest.approx(34_317_931_520)
+    base = json.loads(run_cli("capacity", "--model", "qwen3-32b", "--gpus", "1", "--format", "json").out)["results"][0]
+    assert base["weight_bytes"] == pytest.approx(65_524_213_760) and base["max_requests"] < cap["max_requests"]
+    for cmd in ("cost", "compare"):
+        r = run_cli(cmd, "--model", "qwen3-32b", "--hardware", "h100-sxm", "--gpus", "1", "--weights-dtype", "nvfp4")
+        assert r.code == 0, r.err
+        bad = run_cli(cmd, "--model", "qwen3-32b", "--weights-dtype", "fp7")
+        assert bad.code == 2 and "--weights-dtype" in bad.err

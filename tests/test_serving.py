@@ -251,3 +251,15 @@ def test_a_trace_drives_arrivals_lengths_and_prefix_hits(tmp_path):
     c = simulate_spec(dataclasses.replace(s, prefix_caching=True))[0]
     # the first request computes both blocks; then block 1 always hits, block 2/3 from the 3rd request on
     assert c["cached_tokens"] == 512 + 1023 * 4 and c["mean_ttft_ms"] < a["mean_ttft_ms"]
+
+
+def test_narrow_tp_split_expert_gemms_by_hand():
+    # Qwen3-235B-A22B: 227,096,395,776 expert params = 128 experts x 94 layers x 3 x 4,096 x 1,536; at TP 8 each
+    # GPU's expert GEMM has 1,536 / 8 = 192 output columns: width factor 192 / (192 + matmul_half_width)
+    s = spec("qwen3-235b-a22b", tp=8)
+    sm = sm_of(s)
+    w = s.cal.matmul_half_width
+    assert sm.expert_width == pytest.approx(192 / (192 + w))
+    assert sm_of(spec("qwen3-235b-a22b", tp=4)).expert_width == pytest.approx(384 / (384 + w))
+    # prefill attention runs at the calibrated attention efficiency of the BF16 peak
+    assert sm.attn_eff == s.cal.attention_efficiency

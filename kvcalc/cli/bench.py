@@ -4,7 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, KvDtypeOpt
+from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, KvDtypeOpt, WeightsDtypeOpt
 from kvcalc.out.units import MAX_GPUS, MAX_REQUESTS, MAX_TOKENS
 
 S = "Server"
@@ -28,7 +28,7 @@ def bench(
     max_num_batched_tokens: Annotated[Optional[str], typer.Option("--max-num-batched-tokens", help="token budget per step (default: the engine's for the GPU)", rich_help_panel=S)] = None,
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", help="the server's --max-model-len (default: the model's context)", rich_help_panel=S)] = None,
     kv_dtype: KvDtypeOpt = None,
-    weights_dtype: Annotated[Optional[str], typer.Option("--weights-dtype", help="bf16 | fp8 | int8 | int4 | mxfp4 | nvfp4 (linear layers; default: the model's)", rich_help_panel=S)] = None,
+    weights_dtype: WeightsDtypeOpt = None,
     prefix_caching: Annotated[bool, typer.Option("--enable-prefix-caching", help="reuse computed prefix blocks", rich_help_panel=S)] = False,
     kv_compression: Annotated[Optional[float], typer.Option("--kv-compression", help="what-if (the article's section 11, an unproven hypothesis): KV stored and read / FACTOR", rich_help_panel=S)] = None,
     price_per_gpu_hour: Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="USD per GPU-hour (default: the hardware preset's)", rich_help_panel=S)] = None,

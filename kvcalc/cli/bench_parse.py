@@ -42,9 +42,8 @@ def _shared(text, input_len: int):
 def parse_and_run(a: dict) -> None:
     """Validate ``bench``'s options (``a``: its parameters by name), run the model, render."""
     from kvcalc.cli.bench import MAX_BENCH_PROMPTS, MAX_KV_COMPRESSION
-    from kvcalc.cli.common import check_format, emit, kv_options
+    from kvcalc.cli.common import check_format, emit, kv_options, weights_dtype
     from kvcalc.model import catalog
-    from kvcalc.model.weights_dtype import WEIGHT_DTYPES, with_weights_dtype
     from kvcalc.out.errors import InputError
     from kvcalc.out.units import MAX_GPUS, MAX_REQUESTS, MAX_TOKENS, MAX_USD_PER_GPU_HOUR, check_positive, parse_tokens
     from kvcalc.serve.bench import ENGINES, BenchSpec
@@ -52,8 +51,7 @@ def parse_and_run(a: dict) -> None:
 
     check_format(a["fmt"])
     for flag, value, allowed in (("--engine", a["engine"], ENGINES), ("--dataset", a["dataset"], ("random",)),
-                                 ("--attention", a["attention"], ("tp", "dp")),
-                                 ("--weights-dtype", a["weights_dtype"], tuple(WEIGHT_DTYPES))):
+                                 ("--attention", a["attention"], ("tp", "dp"))):
         if value is not None and value not in allowed:
             raise InputError(f"--{flag.lstrip('-')}: {str(value)[:40]!r} is not one of {', '.join(allowed)}")
     if a["attention"] == "dp":
@@ -89,7 +87,7 @@ def parse_and_run(a: dict) -> None:
     shared_tokens, groups = _shared(a["shared_prefix"], input_len)
     if input_len + output_len + shared_tokens > MAX_TOKENS:
         raise InputError("--random-input-len + --random-output-len: absurdly large")
-    model = with_weights_dtype(catalog.load_model(a["model"]), a["weights_dtype"])
+    model = weights_dtype(catalog.load_model(a["model"]), a["weights_dtype"])
     hw = catalog.load_hardware(a["hardware"])
     link = catalog.load_link(hw.scaleup_link) if hw.scaleup_link and tp > 1 else None
     cal, cal_name, note = calibration_for(a["hardware"])

@@ -26,6 +26,11 @@ class CalibrationPreset:
     """share of the dense tensor peak a large matmul reaches"""
     matmul_half_tokens: TokenCount
     """tokens per GEMM (rows of the activation matrix) at which the matmul efficiency is half its maximum"""
+    matmul_half_width: TokenCount
+    """output columns per GPU (N of a GEMM) at which a matmul's efficiency is halved: TP-split experts (1,536 / 8
+    = 192 columns per GPU) run narrow, poorly filled GEMMs"""
+    attention_efficiency: Fraction
+    """share of the BF16 peak the attention kernels reach in prefill (FlashAttention and its kin)"""
     dequant_matmul_efficiency: Fraction
     """a weight-only quantised GEMM (weights dequantised in the kernel: MXFP4 or FP8 weights on a GPU without
     that math, W4A16/W8A16) relative to a native one"""

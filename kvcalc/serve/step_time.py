@@ -6,7 +6,9 @@ chunks of prompts being prefilled. Per GPU:
   compute  = [2 x dense params x T / eff(T) + 2 x active expert params x T / eff(T k / D(T))  (each / the
               calibrated dequant efficiency where the weights are dequantised in the kernel: W4A16, W8A16)
               + 2 x LM head x S / eff(S)] / (tp x matmul peak)
-             + attention FLOPs / (tp x BF16 peak x eff(T))
+             + attention FLOPs / (tp x BF16 peak x attention efficiency)
+             each matmul term also / (N / (N + N_half)), N = the GEMM's output columns per GPU (an expert's
+             intermediate / tp; the dense layers' params per layer / (4 x hidden) / tp): narrow TP-split GEMMs
              dense params = active - embedding - LM head - active experts; S = sequences sampling this step;
              attention FLOPs = 2 x q_heads x (d_qk + d_v) x layers x attended(t) per query token (compute.py);
              eff(n) = eff_max x n / (n + n_half): a GEMM of n rows reaches eff_max of the peak once n >> n_half
@@ -89,6 +91,9 @@ class StepModel:
     step_overhead_s: float
     per_sequence_s: float
     math_dtype: str
+    attn_eff: float = 1.0         # attention kernels' share of the BF16 peak (calibrated)
+    dense_width: float = 1.0      # N / (N + N_half) of the dense GEMMs, N = their output columns per GPU
+    expert_width: float = 1.0     # the same for the routed experts (N = moe intermediate / tp)
     dense_dequant: float = 1.0    # 1 / efficiency factor of the dense matmuls when dequantised in the kernel
     expert_dequant: float = 1.0   # the same for the routed experts
     kv_scale: float = 1.0         # --kv-compression: KV bytes read x 1 / FACTOR (the article's hypothesis)
@@ -134,13 +139,14 @@ class StepModel:
         import numpy as np
 
         t = np.maximum(tokens, 1e-9)
-        flops_time = 2 * self.dense_params * tokens * self.dense_dequant / self.eff(t)
+        flops_time = 2 * self.dense_params * tokens * self.dense_dequant / (self.eff(t) * self.dense_width)
         if self.experts:
             per_expert = t * self.top_k / np.maximum(self.distinct_experts(t), 1e-9)
-            flops_time = flops_time + 2 * self.expert_active_params * tokens * self.expert_dequant / self.eff(per_expert)
+            flops_time = flops_time + (2 * self.expert_active_params * tokens * self.expert_dequant
+                                       / (self.eff(per_expert) * self.expert_width))
         flops_time = flops_time + 2 * self.head_params * sampled / self.eff(np.maximum(sampled, 1e-9))
         return (flops_time / (self.tp * self.matmul_peak)
-                + attn_flops / (self.tp * self.attn_peak * self.eff(t)))
+                + attn_flops / (self.tp * self.attn_peak * self.attn_eff))
 
     def memory_s(self, tokens, kv_bytes_per_gpu):
         """Memory time: weights read (experts touched) + KV read, per GPU [s]."""
@@ -208,6 +214,15 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
     dense_bpp = (model.weight_bytes - expert_bytes - emb_bytes) / dense_count if dense_count > 0 else 2.0
     dense_slow = 1.0 if dense_bpp >= 2 - 1e-9 else slow
     overhead_us = getattr(cal, ENGINE_STEP_FIELDS[engine_key(engine, async_scheduling)])
+    layers = sum(g.layers for g in groups)
+    hidden = model.hidden_size or 0
+    # GEMM widths per GPU [columns]: an expert's intermediate (expert params = E x layers x 3 x hidden x inter,
+    # a gated MLP) / tp; the dense layers' typical output width, per-layer params / (4 x hidden) / tp
+    expert_n = expert_params / (experts * layers * 3 * hidden * tp) if experts and hidden else 1e9
+    dense_n = max(dense, 1.0) / (layers * 4 * hidden * tp) if hidden else 1e9
+
+    def width(n: float) -> float:
+        return n / (n + cal.matmul_half_width)
     return StepModel(
         tp=tp, dense_params=max(dense, 0.0), expert_active_params=expert_active, head_params=float(head),
         dense_weight_bytes=max(dense_bytes, 0.0), expert_weight_bytes=expert_bytes, experts=experts, top_k=k,
@@ -220,4 +235,5 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         link_bytes_per_s=link.bandwidth_bytes_per_s() if link else 1.0,
         eff_max=cal.matmul_efficiency_max, half_tokens=float(cal.matmul_half_tokens), hbm_eff=cal.hbm_efficiency,
         step_overhead_s=units.us_to_s(overhead_us), per_sequence_s=units.us_to_s(cal.per_sequence_us),
-        math_dtype=math, dense_dequant=dense_slow, expert_dequant=slow)
+        math_dtype=math, attn_eff=cal.attention_efficiency, dense_width=width(dense_n), expert_width=width(expert_n),
+        dense_dequant=dense_slow, expert_dequant=slow)

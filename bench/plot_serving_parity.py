@@ -1,0 +1,104 @@
+"""Predicted vs measured for every calibration row: the parity chart (docs/img/serving-parity.png) and the table
+and error summary between the ``<!-- parity -->`` markers of docs/serving-model.md.
+
+    python bench/plot_serving_parity.py [--csv tests/fixtures/perf/calibration.csv]
+
+Needs matplotlib (the ``plot``/``test`` extras). Deterministic: the same calibration gives the same files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DOC = ROOT / "docs" / "serving-model.md"
+PNG = ROOT / "docs" / "img" / "serving-parity.png"
+LABELS = {"output_throughput": "output throughput [tok/s]", "mean_ttft_ms": "mean TTFT [ms]",
+          "mean_tpot_ms": "mean TPOT [ms]"}
+
+
+def table(rows, preds) -> str:
+    from kvcalc.serve import calibration as c
+
+    out = ["| # | model | GPU | engine | flags | in / out | output tok/s meas / pred | mean TTFT ms meas / pred |"
+           " mean TPOT ms meas / pred |", "|---|---|---|---|---|---|---|---|---|"]
+    for i, (r, p) in enumerate(zip(rows, preds), 1):
+        cells = []
+        for k in c.METRICS:
+            m = r.measured.get(k)
+            cells.append(f"{m:,.1f} / {p[k]:,.1f} ({100 * (p[k] / m - 1):+.0f}%)" if m else "-")
+        flags = ("async " if "--async-scheduling" in r.flags else "") + r.raw["parallel"]
+        out.append(f"| {i} | {r.model.split('/')[-1]} | {r.hardware.split('-')[0]} | {r.engine} {r.raw['engine_version']} "
+                   f"| {flags} | {r.input_len:,} / {r.total_output_tokens / r.num_prompts:.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def summary(rows, preds) -> str:
+    import numpy as np
+
+    from kvcalc.serve import calibration as c
+
+    e = c.errors(rows, preds)
+    lines = ["| metric | rows | median abs error | worst (ratio) | rows within 2x |", "|---|---|---|---|---|"]
+    for k, v in e.items():
+        v = np.asarray(v)
+        ratio = np.maximum(v + 1, 1 / (v + 1))
+        lines.append(f"| {LABELS[k]} | {len(v)} | {100 * np.median(np.abs(v)):.1f}% | {ratio.max():.2f}x | "
+                     f"{int((ratio <= 2).sum())} of {len(v)} |")
+    return "\n".join(lines)
+
+
+def chart(rows, preds) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kvcalc.serve import calibration as c
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.4))
+    colours = {"vLLM": "tab:blue", "SGLang": "tab:green", "TensorRT-LLM": "tab:red"}
+    for ax, k in zip(axes, c.METRICS):
+        pts = [(r.measured[k], p[k], r) for r, p in zip(rows, preds) if k in r.measured]
+        lo = min(min(a, b) for a, b, _ in pts) / 1.5
+        hi = max(max(a, b) for a, b, _ in pts) * 1.5
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        ax.plot([lo, hi], [2 * lo, 2 * hi], "k:", lw=0.6)
+        ax.plot([lo, hi], [lo / 2, hi / 2], "k:", lw=0.6)
+        for engine, col in colours.items():
+            for gpu, marker in (("A100", "o"), ("H100", "^")):
+                sel = [(a, b) for a, b, r in pts if r.engine == engine and r.hardware.startswith(gpu)]
+                if sel:
+                    ax.scatter(*zip(*sel), s=18, c=col, marker=marker, label=f"{engine} {gpu}", alpha=0.8)
+        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel=f"measured {LABELS[k]}",
+               ylabel="kvcalc bench (predicted)")
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("kvcalc's serving model vs 78 measured vllm-bench-serve runs (GPUStack Performance Lab); "
+                 "dotted: 2x", fontsize=10)
+    fig.tight_layout()
+    PNG.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(PNG, dpi=110, metadata={"Software": None})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--csv", default=str(ROOT / "tests" / "fixtures" / "perf" / "calibration.csv"))
+    a = ap.parse_args()
+    from kvcalc.serve import calibration as c
+
+    rows = c.read_rows(a.csv)
+    preds = [c.predict(r) for r in rows]
+    chart(rows, preds)
+    text = DOC.read_text()
+    start, end = "<!-- parity -->", "<!-- /parity -->"
+    i, j = text.index(start) + len(start), text.index(end)
+    DOC.write_text(text[:i] + "\n" + summary(rows, preds) + "\n\n" + table(rows, preds) + "\n" + text[j:])
+    print(summary(rows, preds))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
