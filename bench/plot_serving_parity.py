@@ -1,5 +1,6 @@
 """Predicted vs measured for every calibration row: the parity chart (docs/img/serving-parity.png) and the table
-and error summary between the ``<!-- parity -->`` markers of docs/serving-model.md.
+and error summary between the ``<!-- parity -->`` markers of docs/serving-model.md; then the page's
+``$ kvcalc bench`` examples get their real output.
 
     python bench/plot_serving_parity.py [--csv tests/fixtures/perf/calibration.csv]
 
@@ -97,7 +98,28 @@ def main() -> int:
     i, j = text.index(start) + len(start), text.index(end)
     DOC.write_text(text[:i] + "\n" + summary(rows, preds) + "\n\n" + table(rows, preds) + "\n" + text[j:])
     print(summary(rows, preds))
+    examples()
     return 0
+
+
+def examples() -> None:
+    """Rewrite the output under every ``$ kvcalc`` command of the page with what it prints now (COLUMNS=120,
+    NO_COLOR, as tests/test_docs_serving.py runs them)."""
+    import os
+    import re
+    import shlex
+    import subprocess
+
+    env = dict(os.environ, COLUMNS="120", NO_COLOR="1", PYTHONPATH=str(ROOT))
+    text = DOC.read_text()
+
+    def run(m):
+        command = m.group(1)
+        out = subprocess.run([sys.executable, "-m", "kvcalc", *shlex.split(command)[1:]], cwd=ROOT, env=env,
+                             capture_output=True, text=True).stdout
+        return f"```\n$ {command}\n{out}```"
+
+    DOC.write_text(re.sub(r"```\n\$ (kvcalc bench[^\n]*)\n.*?```", run, text, flags=re.DOTALL))
 
 
 if __name__ == "__main__":

@@ -263,3 +263,14 @@ def test_narrow_tp_split_expert_gemms_by_hand():
     assert sm_of(spec("qwen3-235b-a22b", tp=4)).expert_width == pytest.approx(384 / (384 + w))
     # prefill attention runs at the calibrated attention efficiency of the BF16 peak
     assert sm.attn_eff == s.cal.attention_efficiency
+
+
+@pytest.mark.parametrize("model", ["qwen3-14b", "gpt-oss-120b", "deepseek-v4-flash", "qwen3-next-80b-a3b",
+                                   "llama-4-scout", "gemma-3-27b", "deepseek-v3.2"])
+def test_decode_sums_equal_the_elementwise_model(model):
+    # the linear fast path (sum of L for plain full attention, sum of min(L, W) for sliding) = summing each query
+    sm = sm_of(spec(model))
+    ctx = np.array([[1, 5, 300], [129, 4000, 100_000], [2, 2, 70_000]])
+    a, k = sm.decode_sums(ctx, axis=0)
+    assert np.allclose(a, sm.decode_attention_flops(ctx).sum(axis=0), rtol=1e-12)
+    assert np.allclose(k, sm.kv_read_bytes(ctx).sum(axis=0), rtol=1e-12)

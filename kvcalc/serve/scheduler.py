@@ -332,8 +332,7 @@ def _decode_run(sm, pool, st, r, free, now, next_arrival):
         return None
     J = min(J, fits)
     ctx = ctx[:, :J]
-    attn = sm.decode_attention_flops(ctx).sum(axis=0)
-    kv = sm.kv_read_bytes(ctx).sum(axis=0)
+    attn, kv = sm.decode_sums(ctx, axis=0)
     times = now + np.cumsum(sm.step_s(float(n), float(n), float(n), attn, kv))
     if next_arrival < times[-1]:
         J = int(np.searchsorted(times, next_arrival, side="left")) + 1
@@ -352,9 +351,9 @@ def _step_time(sm, st, dec, chunks) -> float:
     sampled = len(dec) + sum(1 for i, s, t in chunks if s + t >= st.target[i])
     attn, kv = 0.0, 0.0
     if dec:
-        ctx = st.computed[np.asarray(dec, dtype=np.int64)] + 1
-        attn += float(sm.decode_attention_flops(ctx).sum())
-        kv += float(sm.kv_read_bytes(ctx).sum())
+        a, k = sm.decode_sums(st.computed[np.asarray(dec, dtype=np.int64)] + 1)
+        attn += float(a)
+        kv += float(k)
     for i, start, t in chunks:
         attn += sm.prefill_attention_flops(start, t)
         kv += float(sm.kv_read_bytes(start + t))

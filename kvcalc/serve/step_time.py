@@ -134,6 +134,33 @@ class StepModel:
                 total += c * (compute.attended_prefix_sum(g, start + tokens) - compute.attended_prefix_sum(g, start))
         return float(total)
 
+    def decode_sums(self, contexts, axis=None):
+        """(attention FLOPs, KV bytes read per GPU) of decode queries at ``contexts``, summed over ``axis`` [FLOP,
+        B]. Plain full-attention groups (every kind of kvcalc's preset library where the read grows with L, no
+        window, compression or sparse read) are linear in L, so their sum needs only sum(L); plain sliding groups
+        need sum(min(L, W)); other kinds go through the elementwise model."""
+        import numpy as np
+
+        total_l = contexts.sum(axis=axis)
+        attn = self.recurrent_flops * (contexts * 0 + 1).sum(axis=axis)
+        kv = 0.0
+        windows: dict = {}
+        for g, share, c in zip(self.groups, self.shares, self.attn_coef):
+            kind = _plain(g)
+            if kind == "full":
+                attn = attn + c * total_l
+                kv = kv + float(att.read_bytes_per_step(g, 1)) * share * total_l
+            elif kind == "sliding":
+                if g.window_tokens not in windows:
+                    windows[g.window_tokens] = np.minimum(contexts, g.window_tokens).sum(axis=axis)
+                s = windows[g.window_tokens]
+                attn = attn + c * s
+                kv = kv + float(att.read_bytes_per_step(g, 1)) * share * s
+            else:
+                attn = attn + (c * attended(g, contexts)).sum(axis=axis)
+                kv = kv + (att.read_bytes_per_step(g, contexts) * share).sum(axis=axis)
+        return attn, kv * self.kv_scale
+
     def compute_s(self, tokens, sampled, attn_flops):
         """Compute time of a step of ``tokens`` tokens with ``sampled`` sequences sampling [s]."""
         import numpy as np
@@ -174,6 +201,17 @@ class StepModel:
                 "memory_s": float(self.memory_s(tokens, kv_bytes_per_gpu)),
                 "comm_s": float(self.comm_s(tokens)),
                 "overhead_s": self.step_overhead_s + self.per_sequence_s * sequences}
+
+
+def _plain(g: att.GroupLayout) -> str | None:
+    """'full' when the group's read is L entries of a fixed size, 'sliding' when min(L, W), else None."""
+    if g.ratio is not None or g.top_k is not None or g.indexer_bytes or g.residual_tokens or g.chunk_tokens:
+        return None
+    if g.kind in ("full", "mla") and g.window_tokens is None:
+        return "full"
+    if g.kind == "sliding" and g.window_tokens:
+        return "sliding"
+    return None
 
 
 def engine_key(engine: str, async_scheduling: bool) -> str:
