@@ -42,14 +42,33 @@ def summary(rows, preds) -> str:
 
     from kvcalc.serve import calibration as c
 
-    e = c.errors(rows, preds)
-    lines = ["| metric | rows | median abs error | worst (ratio) | rows within 2x |", "|---|---|---|---|---|"]
-    for k, v in e.items():
-        v = np.asarray(v)
-        ratio = np.maximum(v + 1, 1 / (v + 1))
-        lines.append(f"| {LABELS[k]} | {len(v)} | {100 * np.median(np.abs(v)):.1f}% | {ratio.max():.2f}x | "
-                     f"{int((ratio <= 2).sum())} of {len(v)} |")
+    lines = ["| rows | metric | rows | median abs error | worst (ratio) | rows within 2x |",
+             "|---|---|---|---|---|---|"]
+    for label, gpu in (("all", ""), ("A100", "A100"), ("H100", "H100")):
+        sel = [(r, p) for r, p in zip(rows, preds) if r.hardware.startswith(gpu)]
+        e = c.errors([r for r, _ in sel], [p for _, p in sel])
+        for k, v in e.items():
+            v = np.asarray(v)
+            ratio = np.maximum(v + 1, 1 / (v + 1))
+            lines.append(f"| {label} | {LABELS[k]} | {len(v)} | {100 * np.median(np.abs(v)):.1f}% | "
+                         f"{ratio.max():.2f}x | {int((ratio <= 2).sum())} of {len(v)} |")
     return "\n".join(lines)
+
+
+def calibration_table() -> str:
+    """The fitted figures of every shipped calibration, one column per GPU."""
+    from dataclasses import fields
+
+    from kvcalc.model import catalog
+
+    names = catalog.names("calibration")
+    cals = [catalog.load("calibration", n) for n in names]
+    out = ["| figure | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for f in fields(cals[0]):
+        if f.name in ("schema_version", "source"):
+            continue
+        out.append(f"| `{f.name}` | " + " | ".join(f"{getattr(c, f.name):g}" for c in cals) + " |")
+    return "\n".join(out)
 
 
 def chart(rows, preds) -> None:
@@ -96,7 +115,9 @@ def main() -> int:
     text = DOC.read_text()
     start, end = "<!-- parity -->", "<!-- /parity -->"
     i, j = text.index(start) + len(start), text.index(end)
-    DOC.write_text(text[:i] + "\n" + summary(rows, preds) + "\n\n" + table(rows, preds) + "\n" + text[j:])
+    DOC.write_text(text[:i] + "\n" + summary(rows, preds) + "\n\nThe calibration these figures come from "
+                   "(presets/calibration/):\n\n" + calibration_table() + "\n\nEvery row (measured / predicted, "
+                   "error):\n\n" + table(rows, preds) + "\n" + text[j:])
     print(summary(rows, preds))
     examples()
     return 0
