@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 MAX_JUMP_CELLS = 2_000_000  # requests x steps evaluated in one numpy call of a decode run
+MIN_JUMP_STEPS = 8          # shorter runs cost more as one numpy call than step by step (bench/bench_serving.py)
 
 
 @dataclass(frozen=True)
@@ -203,7 +204,8 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
         run_arr = np.fromiter(running, dtype=np.int64, count=len(running))
         decoding = st.computed[run_arr] >= st.target[run_arr] if len(running) else np.zeros(0, bool)
         # ---- a run of pure decode steps, in one call
-        if jump and len(running) and decoding.all() and len(running) <= budget_cap and not _can_admit(
+        if jump and len(running) and decoding.all() and len(running) <= budget_cap and int(
+                (st.output[run_arr] - st.gen[run_arr]).min()) >= MIN_JUMP_STEPS and not _can_admit(
                 st, pool, waiting, running, free, seq_cap, budget_cap, hit_tokens, sch):
             jumped = _decode_run(sm, pool, st, run_arr, free, now,
                                  float(st.engine[ptr]) if ptr < st.released and len(running) < seq_cap else math.inf)
