@@ -188,6 +188,7 @@ def gen_capacity(g: Gen):
     g.opt("--hbm-utilization", ["0.9", "90%", "0.001", "1"], BAD_FRACTIONS)
     g.opt("--reserve", ["4GB", "4GiB", "0.5GB", "79GB"], BAD_BYTES, p=0.2)
     g.opt("--attention", ["tp", "dp"], ["", "TP", "pp"], p=0.2)
+    g.opt("--weights-dtype", ["bf16", "fp8", "nvfp4"], ["fp7", "", "BF16"], p=0.1)
     g.opt("--block-tokens", ["16", "64", "256", str(2**24)])
     g.preset("--link", LINKS, ["edge-link.toml", "tiny-link.toml"], p=0.2)
     g.opt("--bandwidth", ["measured", "theoretical"], ["", "x"], p=0.2)
@@ -263,6 +264,7 @@ def _scenario(g: Gen, strategy: bool, trace: bool):
     g.preset("--hardware", HARDWARE, ["edge-hw.toml", "big-hw.toml"], p=0.25)
     g.opt("--gpus", ["1", "8", "64", "1000000"], p=0.25)
     g.opt("--engine", ["vllm", "sglang", "ideal"], ["", "trt"], p=0.15)
+    g.opt("--weights-dtype", ["bf16", "fp8", "int4"], ["fp7", ""], p=0.1)
     # --engine-input needs --engine (refused without it): given without it only now and then
     for _ in range(g.r.choice([0, 0, 0, 1, 2]) if "--engine" in g.args or g.r.random() < 0.05 else 0):
         g.args += ["--engine-input", g.pick(["weights-memory=14.08GiB", "total-memory=79.19GiB", "block-size=32",

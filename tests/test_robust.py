@@ -318,9 +318,10 @@ def _number_fields(cls, seen=None):
 
 def test_every_numeric_preset_field_is_bounded():
     from kvcalc.model.schema import PRESET_KINDS
+    from kvcalc.model.calibration_schema import PRESET_KINDS as CALIBRATION
     from kvcalc.model.workload_schema import PRESET_KINDS as MORE
 
-    found = [x for cls in (*PRESET_KINDS.values(), *MORE.values()) for x in _number_fields(cls)]
+    found = [x for cls in (*PRESET_KINDS.values(), *MORE.values(), *CALIBRATION.values()) for x in _number_fields(cls)]
     assert ("HardwarePreset", "hbm_gb", {"ge": 1e-3, "le": 1e5}) in found  # the walk sees what it should
     assert any(c == "FullGroup" and f == "window_tokens" for c, f, _ in found)
     assert len(found) >= 50

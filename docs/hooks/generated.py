@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WIDTH = "100"
 MARKER = re.compile(r"^<!-- kvcalc-help: ([a-z0-9_ -]+?) -->$", re.MULTILINE)
 PRESETS_MARKER = re.compile(r"^<!-- kvcalc-presets: all -->$", re.MULTILINE)
-KINDS = ("models", "hardware", "links", "workloads", "scenarios")
+KINDS = ("models", "hardware", "links", "workloads", "scenarios", "calibration")
 _LIST = """
 import importlib, json, typer
 from kvcalc.cli.app import COMMANDS

@@ -29,6 +29,7 @@ COMMANDS = {
     "blocks": ("kvcalc.cli.blocks", "blocks"),
     "transfer": ("kvcalc.cli.transfer", "transfer"),
     "trace": ("kvcalc.cli.trace", "trace"),
+    "bench": ("kvcalc.cli.bench", "bench"),
     "sweep": ("kvcalc.cli.sweep", "sweep"),
     "import": ("kvcalc.cli.import_", "import_"),
     "presets": ("kvcalc.cli.presets", "app"),  # a group: typer lists groups after the commands
@@ -49,7 +50,8 @@ SUMMARIES = {
     "transfer": "Time to move one block, one request's KV and a batch's KV over each link: latency + bytes / "
                 "bandwidth, the share spent in latency, effective bandwidth, separate copies per block vs one "
                 "coalesced copy, and the prefill time that produced the payload.",
-    "trace": "Replay a request trace through an LRU prefix cache: hit rate per capacity, or a hit-rate curve.",
+    "bench": "Predict what `vllm bench serve` prints: TTFT, TPOT, ITL, throughput, GPU-seconds and $ per M tokens.",
+    "trace": "Replay a request trace through a prefix cache (LRU, FIFO, LFU, S3-FIFO; replicas): hit rate per capacity, or a hit-rate curve.",
     "sweep": "Evaluate kv, capacity, cost, compare or a trace replay over a grid of inputs: one row per point, "
              "varied inputs first.",
     "import": "Read a model's config.json into a preset: layer groups, parameters, weight bytes per component.",

@@ -4,7 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, KvGroupSizeOpt,
+from kvcalc.cli.common import (WeightsDtypeOpt, CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, KvGroupSizeOpt,
                                KvResidualOpt, MlaLayoutOpt, MtpOpt, StateDtypeOpt)
 from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, MAX_REQUESTS, MAX_TOKENS
 
@@ -28,7 +28,7 @@ def capacity(
     bandwidth: Annotated[str, typer.Option("--bandwidth", help="measured | theoretical link bandwidth")] = "measured",
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
     state_dtype: StateDtypeOpt = None,
-    mtp: MtpOpt = False, kv_group_size: KvGroupSizeOpt = 32, kv_residual_tokens: KvResidualOpt = 128,
+    mtp: MtpOpt = False, weights_dtype: WeightsDtypeOpt = None, kv_group_size: KvGroupSizeOpt = 32, kv_residual_tokens: KvResidualOpt = 128,
     engine: Annotated[str, typer.Option("--engine", help="ideal (the architecture's bytes on datasheet memory) | "
                                         "vllm | sglang (what the engine allocates and logs)", rich_help_panel=E)] = "ideal",
     solve: Annotated[Optional[str], typer.Option("--solve", help="max-model-len | max-concurrency | "
@@ -121,7 +121,9 @@ def capacity(
         attention=attention, block_tokens=block_tokens, bandwidth=bandwidth)
     hw = catalog.load_hardware(hardware)
     link_ref = link or hw.host_link
-    loaded = [(catalog.name_of(m), catalog.load_model(m)) for m in (model or ARTICLE_MODELS)]
+    from kvcalc.cli.common import weights_dtype as with_dtype
+
+    loaded = [(catalog.name_of(m), with_dtype(catalog.load_model(m), weights_dtype)) for m in (model or ARTICLE_MODELS)]
     refuse_unused_kv_params(ctx, kv_dtype, [m for _, m in loaded])
     args = (loaded, catalog.name_of(hardware), hw, catalog.name_of(link_ref), catalog.load_link(link_ref), inp)
     if engine == "ideal" and solve is None:

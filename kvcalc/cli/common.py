@@ -32,6 +32,28 @@ IndexerDtypeOpt = Annotated[Optional[str], typer.Option(
 MtpOpt = Annotated[bool, typer.Option("--mtp", help="count the multi-token-prediction layer (speculative decoding)",
                                       rich_help_panel="KV layout")]
 
+WeightsDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--weights-dtype", help="weights of the linear layers: bf16 | fp8 | int8 | int4 | mxfp4 | nvfp4 (scales counted; "
+    "embedding and LM head stay BF16; default: the model's)", rich_help_panel="KV layout")]
+
+
+def check_weights_dtype(dtype):
+    """Validate --weights-dtype -> the name, or None."""
+    from kvcalc.model.weights_dtype import WEIGHT_DTYPES
+    from kvcalc.out.errors import InputError
+
+    if dtype is not None and dtype not in WEIGHT_DTYPES:
+        raise InputError(f"--weights-dtype: {str(dtype)[:40]!r} is not one of {', '.join(WEIGHT_DTYPES)}")
+    return dtype
+
+
+def weights_dtype(model, dtype):
+    """``model`` with --weights-dtype applied (validated) -> a model preset."""
+    from kvcalc.model.weights_dtype import with_weights_dtype
+
+    return with_weights_dtype(model, check_weights_dtype(dtype))
+
+
 StateDtypeOpt = Annotated[Optional[str], typer.Option(
     "--state-dtype", help="recurrent state of linear-attention/Mamba layers: bf16 | fp16 | fp32 (default: the "
     "model's; bf16 as vLLM keeps it unless told otherwise)", rich_help_panel="KV layout")]
@@ -85,14 +107,16 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
-def emit(result, fmt: str, checks: Optional[list[str]], explain: bool) -> None:
-    """Render ``result`` to stdout in ``fmt``; evaluate --check; exit 1 listing failures."""
+def emit(result, fmt: str, checks: Optional[list[str]], explain: bool, block: Optional[str] = None) -> None:
+    """Render ``result`` to stdout in ``fmt``; evaluate --check; exit 1 listing failures. ``block``: text that
+    replaces the main table in the table format (``bench``'s copy of vLLM's result block), notes and
+    derivations still following it."""
     from kvcalc.out import checks as chk
     from kvcalc.out import render
     check_format(fmt)
     parsed = [chk.parse_check(c) for c in (checks or [])]
     outcomes = chk.evaluate(parsed, result.rows)
-    render.write(result, fmt, sys.stdout, outcomes, explain)
+    render.write(result, fmt, sys.stdout, outcomes, explain, block)
     failed = [o for o in outcomes if not o["passed"]]
     for o in failed:
         sys.stderr.write(f"check failed: {o['check']} (row {o['row']}: value {o['value']})\n")

@@ -47,8 +47,10 @@ TierCopiesOpt = Annotated[str, typer.Option("--tier-copies", help="coalesced (on
 
 def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None, mfu=None, decode=None, warm=None,
               attention=None, requests=None, context=None, output=None, shared=None, pd_link=None,
-              pd_overlap_us=None, kv_options=None, ttft_model=None, engine=None, engine_sets=None):
+              pd_overlap_us=None, kv_options=None, ttft_model=None, engine=None, engine_sets=None,
+              weights_dtype=None):
     """Validate the flags -> scenario.Overrides (InputError naming the flag)."""
+    from kvcalc.cli.common import check_weights_dtype
     from kvcalc.cli.engine_opts import engine_input_sets
     from kvcalc.model.attention import KvOptions
     from kvcalc.out.errors import InputError
@@ -84,7 +86,8 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
                      decode_tokens_per_s=decode, warm=warm, attention_flops=attention,
                      kv_options=kv_options or KvOptions(), pd_link=pd_link,
                      pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None,
-                     ttft_model=ttft_model, engine=engine, engine_inputs=engine_input_sets(engine, engine_sets))
+                     ttft_model=ttft_model, engine=engine, engine_inputs=engine_input_sets(engine, engine_sets),
+                     weights_dtype=check_weights_dtype(weights_dtype))
 
 
 def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm):

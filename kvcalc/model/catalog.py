@@ -15,7 +15,7 @@ from typing import Any
 
 from kvcalc.out.errors import InputError, PresetNotFound
 
-KINDS = ("models", "hardware", "links", "workloads", "scenarios")
+KINDS = ("models", "hardware", "links", "workloads", "scenarios", "calibration")
 
 
 @functools.cache
@@ -32,6 +32,9 @@ def _schema_for(kind: str):
     from kvcalc.model import schema
     if kind in schema.PRESET_KINDS:
         return schema.PRESET_KINDS[kind]
+    if kind == "calibration":
+        from kvcalc.model import calibration_schema
+        return calibration_schema.PRESET_KINDS[kind]
     from kvcalc.model import workload_schema
     return workload_schema.PRESET_KINDS[kind]
 

@@ -141,7 +141,16 @@ def count(cfg, dtype_bytes: float) -> dict:
         elif mlp_kinds is not None or kind is not None:
             parts["dense_mlp"] += _mlp(cfg, hidden, dense_inter)
     parts["other"] += hidden  # final norm
-    return _totals(cfg, parts, inactive, dtype_bytes)
+    out = _totals(cfg, parts, inactive, dtype_bytes)
+    if experts and parts["routed_experts"]:  # what a decode step's expert reads are computed from (serve/)
+        from kvcalc.out import units
+
+        out["moe_experts"], out["moe_experts_per_token"] = experts, top_k
+        out["moe_expert_params_b"] = units.count_to_billions(parts["routed_experts"])
+        expert_bytes = out["components"]["routed_experts"][1] / parts["routed_experts"]
+        if expert_bytes != out["weight_bytes_per_param"]:
+            out["moe_expert_weight_bytes_per_param"] = expert_bytes
+    return out
 
 
 def check_top_k(cfg, experts: int, top_k: int) -> None:

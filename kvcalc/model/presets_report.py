@@ -7,7 +7,8 @@ from kvcalc.out.errors import InputError, PresetNotFound
 
 # keys that identify a kind when --kind is not given
 _SIGNATURES = {"layer_groups": "models", "as_stated_kv_bytes_per_token": "models", "hbm_gb": "hardware",
-               "latency_us": "links", "classes": "workloads", "workload": "scenarios"}
+               "latency_us": "links", "classes": "workloads", "workload": "scenarios",
+               "matmul_efficiency_max": "calibration"}
 
 
 def guess_kind(data: dict, path) -> str:

@@ -196,6 +196,16 @@ class ModelPreset:
     """the kernel pads each layer's page of KV entries in a block up to a multiple of this [B] (FlashMLA: 576);
     indexer keys are not padded; absent = no padding"""
     layer_groups: list[LayerGroup] = field(default_factory=list)
+    moe_experts: Optional[Dim] = None
+    """routed experts per MoE layer (E); with moe_experts_per_token and moe_expert_params_b a decode step reads
+    the experts its tokens touch, E x (1 - (1 - k/E)^T) per layer, not every weight"""
+    moe_experts_per_token: Optional[Dim] = None
+    """routed experts each token uses per MoE layer (k)"""
+    moe_expert_params_b: Optional[Billions] = None
+    """parameters of all routed experts, all layers [billions]"""
+    moe_expert_weight_bytes_per_param: Optional[BytesPerParam] = None
+    """the routed experts' weight bytes per parameter (MXFP4 experts beside BF16 attention) [B/param]; absent =
+    weight_bytes_per_param"""
     as_stated_kv_bytes_per_token: Optional[KvBytesPerToken] = None
     """a flat per-token figure as some source states it (no architecture)"""
 
@@ -215,6 +225,13 @@ class ModelPreset:
             if matrices >= units.billions_to_count(self.params_active_b):
                 raise ValueError(f"vocab_size x hidden_size: the input embedding and LM head ({matrices:,} params) "
                                  "leave nothing of params_active_b for the layers")
+        moe = (self.moe_experts, self.moe_experts_per_token, self.moe_expert_params_b)
+        if any(v is not None for v in moe) and not all(v is not None for v in moe):
+            raise ValueError("moe_experts, moe_experts_per_token and moe_expert_params_b: give all three or none")
+        if self.moe_experts is not None and self.moe_experts_per_token > self.moe_experts:
+            raise ValueError("moe_experts_per_token is larger than moe_experts")
+        if self.moe_expert_params_b is not None and self.moe_expert_params_b >= self.params_total_b:
+            raise ValueError("moe_expert_params_b leaves nothing of params_total_b outside the experts")
         for g in self.layer_groups:  # NVFP4 stores 16-element blocks: a head row must be whole blocks
             dtype = getattr(g, "kv_dtype", None) or self.kv_dtype
             dims = (g.head_dim, g.head_dim_v or g.head_dim) if g.kind == "full" else ()

@@ -219,6 +219,14 @@ def table_lines(result: Result, width: int, explain: bool = False, box: dict | N
         cells = list(zip(*(format_column(c, t.rows) for c in t.columns))) if t.rows else []
         grid = text.Grid(t.title, [c.title for c in t.columns], [c.kind != "text" for c in t.columns], cells)
         lines += grid.render(width, box or text.BOX_UTF8)
+    return lines + note_lines(result, width, explain)
+
+
+def note_lines(result: Result, width: int, explain: bool = False) -> list[tuple[str, str]]:
+    """The notes (and derivations with explain) laid out for ``width``, as (line, style) pairs."""
+    from kvcalc.out import text
+
+    lines: list[tuple[str, str]] = []
     for n in result.notes:
         lines += [(x, "note") for x in text.wrap(f"note: {n}", width)]
     if explain:
@@ -234,9 +242,12 @@ def to_table(result: Result, width: int = 160, explain: bool = False) -> str:
     return "\n".join(line for line, _ in table_lines(result, max(width, MIN_WIDTH), explain)) + "\n"
 
 
-def write(result: Result, fmt: str, stream, checks: list[dict] = (), explain: bool = False) -> None:
+def write(result: Result, fmt: str, stream, checks: list[dict] = (), explain: bool = False,
+          block: str | None = None) -> None:
     """Write ``result`` on ``stream`` in ``fmt`` (table, json, csv, markdown): the one way a command's output
-    leaves kvcalc, so every format refuses a NaN or infinity alike (check_finite raises NonFiniteOutput)."""
+    leaves kvcalc, so every format refuses a NaN or infinity alike (check_finite raises NonFiniteOutput).
+    ``block``: text that replaces the tables in the table format (``bench``'s copy of vLLM's result block), the
+    notes and derivations still following it."""
     from kvcalc.out.finite import check_finite
 
     check_finite(result)
@@ -246,6 +257,9 @@ def write(result: Result, fmt: str, stream, checks: list[dict] = (), explain: bo
         stream.write(to_csv(result))
     elif fmt == "markdown":
         stream.write(to_markdown(result, explain))
+    elif block is not None:
+        lines = note_lines(result, output_width(stream)[0], explain)
+        stream.write(block + "".join(line + "\n" for line, _ in lines))
     else:
         write_tables(result, stream, explain)
 

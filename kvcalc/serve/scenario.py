@@ -41,6 +41,7 @@ class Overrides:
     engine: Optional[str] = None   # ideal | vllm | sglang: the KV budget
     engine_inputs: Optional[object] = None  # an EngineInputs (--engine-input), None: estimated
     ttft_model: Optional[str] = None
+    weights_dtype: Optional[str] = None   # --weights-dtype: the linear layers' format (model/weights_dtype.py)
 
 
 DERIVED_BASE = "v4-flash-8xh100"
@@ -53,7 +54,9 @@ def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInpu
     name = DERIVED_BASE if derived else (scenario_ref or "article")
     sc = catalog.load("scenarios", name)
     model_ref = o.model or sc.model
-    model = catalog.load_model(model_ref)
+    from kvcalc.model.weights_dtype import with_weights_dtype
+
+    model = with_weights_dtype(catalog.load_model(model_ref), o.weights_dtype)
     hw_ref = o.hardware or sc.hardware
     hw = catalog.load_hardware(hw_ref)
     if o.inline_workload is not None:

@@ -1,0 +1,59 @@
+"""``kvcalc bench``: predict what ``vllm bench serve`` prints, with its option names (parsing only)."""
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, KvDtypeOpt, WeightsDtypeOpt
+from kvcalc.out.units import MAX_BENCH_PROMPTS, MAX_GPUS, MAX_REQUESTS, MAX_TOKENS
+
+S = "Server"
+C = "Client (vllm bench serve)"
+
+
+def bench(
+    model: Annotated[str, typer.Option("--model", "-m", help="model preset, TOML path or config.json",
+                                       rich_help_panel=S)],
+    hardware: Annotated[str, typer.Option("--hardware", help="hardware preset or TOML path", rich_help_panel=S)] = "h100-sxm",
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help=f"GPUs in all (default tp x dp; 1 to {MAX_GPUS:,})", rich_help_panel=S)] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="tensor-parallel size of one replica (default: --gpus / --dp)", rich_help_panel=S)] = None,
+    dp: Annotated[int, typer.Option("--dp", help="data-parallel replicas, each taking every dp-th request", rich_help_panel=S)] = 1,
+    attention: Annotated[str, typer.Option("--attention", help="tp (attention sharded like the rest); dp attention is not modelled yet", rich_help_panel=S)] = "tp",
+    engine: Annotated[str, typer.Option("--engine", help="vllm | sglang | trtllm", rich_help_panel=S)] = "vllm",
+    async_scheduling: Annotated[bool, typer.Option("--async-scheduling", help="vLLM's --async-scheduling (a smaller per-step cost)", rich_help_panel=S)] = False,
+    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="sequences per step (default: the engine's for the GPU)", rich_help_panel=S)] = None,
+    max_num_batched_tokens: Annotated[Optional[str], typer.Option("--max-num-batched-tokens", help="token budget per step (default: the engine's for the GPU)", rich_help_panel=S)] = None,
+    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", help="the server's --max-model-len (default: the model's context)", rich_help_panel=S)] = None,
+    kv_dtype: KvDtypeOpt = None,
+    weights_dtype: WeightsDtypeOpt = None,
+    prefix_caching: Annotated[bool, typer.Option("--enable-prefix-caching", help="reuse computed prefix blocks", rich_help_panel=S)] = False,
+    kv_compression: Annotated[Optional[float], typer.Option("--kv-compression", help="what-if (the article's section 11, an unproven hypothesis): KV stored and read / FACTOR", rich_help_panel=S)] = None,
+    price_per_gpu_hour: Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="USD per GPU-hour (default: the hardware preset's)", rich_help_panel=S)] = None,
+    dataset: Annotated[str, typer.Option("--dataset", help="random (fixed lengths, as --random-range-ratio 0)", rich_help_panel=C)] = "random",
+    input_len: Annotated[str, typer.Option("--random-input-len", help="prompt tokens per request", rich_help_panel=C)] = "1024",
+    output_len: Annotated[str, typer.Option("--random-output-len", help="output tokens per request (as with --ignore-eos)", rich_help_panel=C)] = "128",
+    num_prompts: Annotated[int, typer.Option("--num-prompts", help=f"requests (at most {MAX_BENCH_PROMPTS:,}; with --trace: the trace's first N)", rich_help_panel=C)] = 1000,
+    request_rate: Annotated[str, typer.Option("--request-rate", help="inf (all at t = 0) or requests/s (Poisson arrivals)", rich_help_panel=C)] = "inf",
+    max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="client-side cap on requests in flight", rich_help_panel=C)] = None,
+    shared_prefix: Annotated[Optional[str], typer.Option("--shared-prefix", help="TOKENS[:GROUPS]: a prefix of TOKENS before every prompt, one per group (vllm's --random-prefix-len with groups)", rich_help_panel=C)] = None,
+    trace: Annotated[Optional[str], typer.Option("--trace", help="Mooncake JSONL trace: arrivals, lengths and hash ids (prefix reuse) instead of the random dataset", rich_help_panel=C)] = None,
+    block_tokens: Annotated[int, typer.Option("--block-tokens", help="tokens per hash id in the trace (Mooncake: 512)", rich_help_panel=C)] = 512,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the Poisson arrivals", rich_help_panel=C)] = 0,
+    fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
+):
+    """Predict what `vllm bench serve` prints: TTFT, TPOT, ITL, throughput, GPU-seconds and $ per M tokens.
+
+    A vLLM-V1-like scheduler (continuous batching, chunked prefill, KV pool in blocks, preemption, prefix cache)
+    stepped over the whole run; each step's time is max(compute, memory) + communication + overhead with the
+    GPU's calibration (docs/serving-model.md shows its error on 78 measured runs).
+
+    Examples:
+
+    \b
+      kvcalc bench --model gpt-oss-120b --hardware h100-sxm --random-input-len 4000 --random-output-len 200 --num-prompts 500
+      kvcalc bench --model qwen3-32b --gpus 2 --max-concurrency 16 --request-rate 4 --format json
+      kvcalc bench --model qwen3-14b --enable-prefix-caching --shared-prefix 2k:4 --explain
+    """
+    from kvcalc.cli.bench_parse import parse_and_run
+
+    parse_and_run(locals())

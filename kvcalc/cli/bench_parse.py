@@ -1,0 +1,123 @@
+"""``kvcalc bench``'s options -> a BenchSpec (validation and loading only; the arithmetic is in serve/)."""
+
+import math
+import sys
+
+
+def _rate(text: str) -> float:
+    from kvcalc.out.units import MAX_REQUEST_RATE
+    from kvcalc.out.errors import InputError
+    from kvcalc.out.units import check_positive
+
+    t = str(text).strip().lower()
+    if t == "inf":
+        return math.inf
+    try:
+        value = float(t)
+    except ValueError:
+        raise InputError(f"--request-rate: cannot read {str(text)[:40]!r}: give inf or requests per second") from None
+    return check_positive(value, "--request-rate", limit=MAX_REQUEST_RATE)
+
+
+def _shared(text, input_len: int):
+    from kvcalc.out.errors import InputError
+    from kvcalc.out.units import MAX_TOKENS, check_positive, parse_tokens
+
+    if text is None:
+        return 0, 1
+    tokens, sep, groups = str(text).partition(":")
+    n = parse_tokens(tokens, "--shared-prefix")
+    g = 1
+    if sep:
+        try:
+            g = int(groups.strip())
+        except ValueError:
+            raise InputError(f"--shared-prefix: groups {groups[:40]!r} is not a whole number") from None
+        check_positive(g, "--shared-prefix groups", limit=10**9)
+    if n + input_len > MAX_TOKENS:
+        raise InputError(f"--shared-prefix: {n:,} + --random-input-len {input_len:,} tokens is absurdly large")
+    return n, g
+
+
+def parse_and_run(a: dict) -> None:
+    """Validate ``bench``'s options (``a``: its parameters by name), run the model, render."""
+    from kvcalc.out.units import MAX_BENCH_PROMPTS, MAX_KV_COMPRESSION
+    from kvcalc.cli.common import check_format, emit, kv_options, weights_dtype
+    from kvcalc.model import catalog
+    from kvcalc.out.errors import InputError
+    from kvcalc.out.units import MAX_GPUS, MAX_REQUESTS, MAX_TOKENS, MAX_USD_PER_GPU_HOUR, check_positive, parse_tokens
+    from kvcalc.serve.bench import ENGINES, BenchSpec
+    from kvcalc.serve.calibration import calibration_for
+
+    check_format(a["fmt"])
+    for flag, value, allowed in (("--engine", a["engine"], ENGINES), ("--dataset", a["dataset"], ("random",)),
+                                 ("--attention", a["attention"], ("tp", "dp"))):
+        if value is not None and value not in allowed:
+            raise InputError(f"--{flag.lstrip('-')}: {str(value)[:40]!r} is not one of {', '.join(allowed)}")
+    if a["attention"] == "dp":
+        raise InputError("--attention dp: data-parallel attention is not modelled yet; use --attention tp or --dp")
+    dp = int(check_positive(a["dp"], "--dp", limit=MAX_GPUS))
+    if a["tp"] is not None:
+        tp = int(check_positive(a["tp"], "--tp", limit=MAX_GPUS))
+    else:
+        gpus = int(check_positive(a["gpus"], "--gpus", limit=MAX_GPUS)) if a["gpus"] is not None else dp
+        if gpus % dp:
+            raise InputError(f"--gpus {gpus} is not a multiple of --dp {dp}")
+        tp = gpus // dp
+    if a["gpus"] is not None and check_positive(a["gpus"], "--gpus", limit=MAX_GPUS) != tp * dp:
+        raise InputError(f"--gpus {a['gpus']} is not --tp {tp} x --dp {dp}")
+    if tp * dp > MAX_GPUS:
+        raise InputError(f"--tp x --dp: {tp * dp:,} GPUs is absurdly large")
+    input_len = parse_tokens(a["input_len"], "--random-input-len")
+    output_len = parse_tokens(a["output_len"], "--random-output-len")
+    n = int(check_positive(a["num_prompts"], "--num-prompts", limit=MAX_BENCH_PROMPTS))
+    rate = _rate(a["request_rate"])
+    conc = None if a["max_concurrency"] is None else int(check_positive(a["max_concurrency"], "--max-concurrency",
+                                                                        limit=MAX_REQUESTS))
+    seqs = None if a["max_num_seqs"] is None else int(check_positive(a["max_num_seqs"], "--max-num-seqs",
+                                                                     limit=MAX_REQUESTS))
+    batched = None if a["max_num_batched_tokens"] is None else parse_tokens(a["max_num_batched_tokens"],
+                                                                            "--max-num-batched-tokens")
+    max_len = None if a["max_model_len"] is None else parse_tokens(a["max_model_len"], "--max-model-len")
+    comp = None if a["kv_compression"] is None else check_positive(a["kv_compression"], "--kv-compression",
+                                                                   limit=MAX_KV_COMPRESSION, minimum=1)
+    price = None if a["price_per_gpu_hour"] is None else check_positive(a["price_per_gpu_hour"],
+                                                                        "--price-per-gpu-hour", limit=MAX_USD_PER_GPU_HOUR)
+    seed = int(check_positive(a["seed"], "--seed", allow_zero=True, limit=2**63 - 1))
+    shared_tokens, groups = _shared(a["shared_prefix"], input_len)
+    if input_len + output_len + shared_tokens > MAX_TOKENS:
+        raise InputError("--random-input-len + --random-output-len: absurdly large")
+    model = weights_dtype(catalog.load_model(a["model"]), a["weights_dtype"])
+    hw = catalog.load_hardware(a["hardware"])
+    link = catalog.load_link(hw.scaleup_link) if hw.scaleup_link and tp > 1 else None
+    cal, cal_name, note = calibration_for(a["hardware"])
+    opts = kv_options(a["kv_dtype"], None, None, False)
+    trace = None
+    if a["trace"] is not None:
+        from kvcalc.trace.bench_input import trace_requests
+
+        from kvcalc.out.units import MAX_BLOCK_TOKENS
+
+        block_tokens = int(check_positive(a["block_tokens"], "--block-tokens", limit=MAX_BLOCK_TOKENS))
+        trace = trace_requests(a["trace"], limit=n, block_tokens=block_tokens)
+    spec = BenchSpec(model_name=catalog.name_of(a["model"]), model=model, hw_name=catalog.name_of(a["hardware"]),
+                     hw=hw, link=link, cal=cal, cal_name=cal_name, tp=tp, dp=dp, engine=a["engine"],
+                     async_scheduling=a["async_scheduling"], input_len=input_len, output_len=output_len,
+                     num_prompts=n if trace is None else len(trace.prompt), request_rate=rate, max_concurrency=conc,
+                     max_num_seqs=seqs, max_num_batched_tokens=batched, max_model_len=max_len,
+                     prefix_caching=a["prefix_caching"], shared_prefix_tokens=shared_tokens,
+                     shared_prefix_groups=groups, seed=seed, opts=opts, trace=trace, usd_per_gpu_hour=price,
+                     kv_compression=comp)
+    from kvcalc.serve.bench_report import bench_result
+
+    try:
+        result = bench_result(spec, notes=(note,) if note else ())
+    except ValueError as e:  # the run cannot be served (a request larger than the pool)
+        raise InputError(f"bench: {e}") from None
+    emit(result, a["fmt"], a["check"], a["explain"], block(result, conc, rate))
+
+
+def block(result, conc, rate):
+    from kvcalc.out.bench_block import vllm_block
+
+    return vllm_block(result.rows[0], conc, rate)

@@ -1,0 +1,230 @@
+"""``kvcalc bench``: what ``vllm bench serve`` would print, from the scheduler (scheduler.py) and the step time
+(step_time.py) with the GPU's calibration (presets/calibration/).
+
+Engines: vllm (KV pool from memory/engine_vllm.py, online-server defaults per GPU from the calibration),
+sglang (memory/engine_sglang.py's pool, page 1, chunked_prefill_size 8,192; admission reserves the output as its
+conservative scheduler does), trtllm (vLLM's pool estimate, 32-token blocks, max_num_tokens 8,192,
+max_batch_size 2,048, GUARANTEED_NO_EVICT admission: the whole prompt + output must fit). ``dp`` replicas of
+``tp`` GPUs each take every dp-th request.
+
+Metrics, as vLLM's saved result names them (vllm/benchmarks/serve.py): duration (first send to last finish)
+[s], completed, total_input_tokens, total_output_tokens, request_throughput [req/s], output_throughput,
+total_token_throughput [tok/s], mean/median/p99 TTFT and TPOT [ms] (TPOT = (E2EL - TTFT) / (output - 1) per
+request of more than one token), mean_itl_ms (all inter-token gaps: sum (E2EL - TTFT) / sum (output - 1)),
+mean_e2el_ms; plus gpu_seconds (duration x GPUs) and $ per M tokens: the GPU time of each step is split
+between input and output by the step's prefill vs decode tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from kvcalc.model import attention as att
+from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
+
+ENGINES = ("vllm", "sglang", "trtllm")
+SGLANG_CHUNKED_PREFILL = 8192   # server_args chunked_prefill_size on >= 80 GB GPUs
+SGLANG_MAX_RUNNING = 4096       # init_memory_pool's cap on max_running_requests
+TRTLLM_MAX_TOKENS = 8192        # trtllm-serve --max_num_tokens default
+TRTLLM_MAX_BATCH = 2048         # trtllm-serve --max_batch_size default
+TRTLLM_BLOCK = 32               # KvCacheConfig tokens_per_block default
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """One ``vllm bench serve`` run to predict (lengths [tokens], rate [req/s], sizes as the flags give them)."""
+
+    model_name: str
+    model: ModelPreset
+    hw_name: str
+    hw: HardwarePreset
+    link: Optional[LinkPreset]
+    cal: object                      # CalibrationPreset
+    cal_name: str
+    tp: int = 1
+    dp: int = 1
+    engine: str = "vllm"
+    async_scheduling: bool = False
+    input_len: int = 1024
+    output_len: int = 128
+    num_prompts: int = 1000
+    request_rate: float = math.inf
+    max_concurrency: Optional[int] = None
+    max_num_seqs: Optional[int] = None
+    max_num_batched_tokens: Optional[int] = None
+    max_model_len: Optional[int] = None
+    prefix_caching: bool = False
+    shared_prefix_tokens: int = 0
+    shared_prefix_groups: int = 1
+    seed: int = 0
+    opts: att.KvOptions = att.KvOptions()
+    output_lens: Optional[tuple] = None   # measured per-request output lengths (early EOS), else output_len
+    trace: Optional[object] = None        # scheduler.Requests read from a trace
+    usd_per_gpu_hour: Optional[float] = None
+    kv_compression: Optional[float] = None  # the article's section-11 what-if: KV stored and read / FACTOR
+    started: bool = False                 # the run is known to have started: its pool held max_model_len
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp
+
+
+def requests_of(spec: BenchSpec):
+    """The run's requests: random dataset (fixed lengths; Poisson arrivals with ``seed``, or all at t = 0; a
+    shared prefix of TOKENS before each prompt, one per group, as vllm's --random-prefix-len) or a trace."""
+    import numpy as np
+
+    from kvcalc.serve.scheduler import Requests
+
+    if spec.trace is not None:
+        return spec.trace
+    n = spec.num_prompts
+    if math.isinf(spec.request_rate):
+        send = np.zeros(n)
+    else:
+        gaps = np.random.default_rng(spec.seed).exponential(1.0 / spec.request_rate, n)
+        send = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+    prompt = np.full(n, spec.input_len + spec.shared_prefix_tokens, dtype=np.int64)
+    output = (np.asarray(spec.output_lens, dtype=np.int64) if spec.output_lens is not None
+              else np.full(n, spec.output_len, dtype=np.int64))
+    keys, key_tokens = None, 16
+    if spec.shared_prefix_tokens:
+        blocks = spec.shared_prefix_tokens // key_tokens
+        groups = spec.shared_prefix_groups
+        keys = [tuple((i % groups, b) for b in range(blocks)) for i in range(n)]
+    return Requests(send, prompt, output, keys, key_tokens)
+
+
+def pool_and_limits(spec: BenchSpec):
+    """(Pool, Scheduling) of one replica from the engine's sizing (memory/) and the defaults."""
+    from kvcalc.memory import engine_common as ec
+    from kvcalc.memory.engine_report import engine_groups
+    from kvcalc.memory.engine_sglang import sglang_sizing
+    from kvcalc.memory.engine_vllm import vllm_sizing
+    from kvcalc.out import units
+    from kvcalc.serve.scheduler import Pool, Scheduling
+
+    cal = spec.cal
+    max_len = spec.max_model_len or spec.model.max_context_tokens or (spec.input_len + spec.output_len)
+    fe = dict(frontend_s_per_request=units.us_to_s(cal.frontend_us_per_request),
+              frontend_s_per_input_token=cal.frontend_ns_per_input_token * 1e-9)
+    common = dict(prefix_caching=spec.prefix_caching, max_concurrency=spec.max_concurrency, **fe)
+    if spec.engine == "sglang":
+        chunk = spec.max_num_batched_tokens or SGLANG_CHUNKED_PREFILL
+        groups = engine_groups("sglang", spec.model, spec.opts)
+        s = sglang_sizing(spec.model, groups, spec.hw, ec.EngineInputs(engine="sglang", tp=spec.tp,
+                                                                      max_model_len=max_len))
+        pool = _floor(Pool(num_blocks=int(s["kv_cache_tokens"]), block_size=1, batched_tokens=chunk), spec, max_len)
+        seqs = spec.max_num_seqs or SGLANG_MAX_RUNNING
+        return pool, Scheduling(chunk, seqs, reserve_output=True, **common)
+    groups = att.resolve_groups(spec.model, spec.opts)
+    if spec.engine == "trtllm":
+        batched = spec.max_num_batched_tokens or TRTLLM_MAX_TOKENS
+        seqs = spec.max_num_seqs or TRTLLM_MAX_BATCH
+        block = TRTLLM_BLOCK
+    else:
+        batched = spec.max_num_batched_tokens or cal.vllm_default_max_num_batched_tokens
+        seqs = spec.max_num_seqs or cal.vllm_default_max_num_seqs
+        block = None
+    s = vllm_sizing(spec.model, groups, spec.hw, ec.EngineInputs(
+        engine="vllm", tp=spec.tp, max_model_len=max_len, max_num_batched_tokens=batched, max_num_seqs=seqs,
+        block_size=block))
+    kg = s["kgroups"]
+    pool = Pool(num_blocks=int(s["num_gpu_blocks"]), block_size=int(s["block_size"]),
+                full_groups=sum(1 for g in kg if g.kind == "full"),
+                sliding_windows=tuple(g.window_tokens for g in kg if g.kind == "sliding"),
+                state_groups=sum(1 for g in kg if g.kind == "state"), batched_tokens=batched)
+    pool = _floor(pool, spec, max_len)
+    return pool, Scheduling(batched, seqs, reserve_output=spec.engine == "trtllm", **common)
+
+
+def _floor(pool, spec: BenchSpec, max_len: int):
+    """A measured run that started had a pool of at least one max_model_len request (vLLM refuses to start
+    otherwise): when kvcalc's estimate of the pool is smaller, the run's own evidence wins."""
+    if spec.started and pool.need_one(max_len) > pool.num_blocks:
+        return replace(pool, num_blocks=pool.need_one(max_len))
+    return pool
+
+
+def _split(req, dp: int, r: int):
+    """Replica r's share of the requests (every dp-th)."""
+    from kvcalc.serve.scheduler import Requests
+
+    if dp == 1:
+        return req
+    keys = req.keys[r::dp] if req.keys is not None else None
+    return Requests(req.send_s[r::dp], req.prompt[r::dp], req.output[r::dp], keys, req.key_tokens)
+
+
+def simulate_spec(spec: BenchSpec):
+    """Run the scheduler for every replica -> (metrics dict, list of Run, StepModel, Pool, Scheduling)."""
+    from kvcalc.serve.scheduler import simulate
+    from kvcalc.serve.step_time import step_model
+
+    sm = step_model(spec.model, spec.hw, spec.link, spec.cal, spec.tp, spec.engine, spec.async_scheduling,
+                    spec.opts)
+    pool, sch = pool_and_limits(spec)
+    if spec.kv_compression:  # the same bytes hold FACTOR x the blocks; every step reads 1 / FACTOR of the KV
+        sm = replace(sm, kv_scale=1.0 / spec.kv_compression)
+        pool = replace(pool, num_blocks=int(pool.num_blocks * spec.kv_compression))
+    if spec.dp > 1 and sch.max_concurrency:
+        sch = replace(sch, max_concurrency=max(1, sch.max_concurrency // spec.dp))
+    req = requests_of(spec)
+    runs = [simulate(sm, pool, _split(req, spec.dp, r), sch) for r in range(spec.dp)]
+    return metrics(runs, spec), runs, sm, pool, sch
+
+
+def _pct(x, q):
+    import numpy as np
+
+    return float(np.percentile(x, q)) if len(x) else 0.0
+
+
+def metrics(runs, spec: BenchSpec) -> dict:
+    """vLLM's saved-result fields from the runs (see the module docstring)."""
+    import numpy as np
+
+    from kvcalc.out import units
+
+    send = np.concatenate([r.send_s for r in runs])
+    first = np.concatenate([r.first_s for r in runs])
+    done = np.concatenate([r.done_s for r in runs])
+    out = np.concatenate([r.output for r in runs]).astype(float)
+    prompt = np.concatenate([r.prompt for r in runs]).astype(float)
+    n = len(send)
+    duration = float(done.max() - send.min()) if n else 0.0
+    ttft = first - send
+    e2el = done - send
+    multi = out > 1
+    tpot = (e2el[multi] - ttft[multi]) / (out[multi] - 1)
+    gaps = float((out[multi] - 1).sum())
+    itl = float((e2el[multi] - ttft[multi]).sum()) / gaps if gaps else 0.0
+    tin, tout = float(prompt.sum()), float(out.sum())
+    gpu_s = duration * spec.gpus
+    price = spec.usd_per_gpu_hour if spec.usd_per_gpu_hour is not None else spec.hw.usd_per_gpu_hour
+    usd = gpu_s * units.usd_per_hour_to_usd_per_s(price)
+    pre = sum(r.prefill_time_s for r in runs)
+    busy = pre + sum(r.decode_time_s for r in runs)
+    share = pre / busy if busy else 0.0
+    ms = 1e3
+    return {
+        "duration": duration, "completed": n, "total_input_tokens": int(tin), "total_output_tokens": int(tout),
+        "request_throughput": n / duration if duration else 0.0,
+        "output_throughput": tout / duration if duration else 0.0,
+        "total_token_throughput": (tin + tout) / duration if duration else 0.0,
+        "mean_ttft_ms": float(ttft.mean()) * ms, "median_ttft_ms": float(np.median(ttft)) * ms,
+        "p99_ttft_ms": _pct(ttft, 99) * ms,
+        "mean_tpot_ms": float(tpot.mean()) * ms if len(tpot) else 0.0,
+        "median_tpot_ms": float(np.median(tpot)) * ms if len(tpot) else 0.0,
+        "p99_tpot_ms": _pct(tpot, 99) * ms,
+        "mean_itl_ms": itl * ms, "mean_e2el_ms": float(e2el.mean()) * ms,
+        "gpu_seconds": gpu_s, "usd": usd,
+        "usd_per_m_input": units.usd_per_million(usd * share, tin) if tin else 0.0,
+        "usd_per_m_output": units.usd_per_million(usd * (1 - share), tout) if tout else 0.0,
+        "usd_per_m_blended": units.usd_per_million(usd, tin + tout) if tin + tout else 0.0,
+        "preemptions": sum(r.preemptions for r in runs), "steps": sum(r.steps for r in runs),
+        "cached_tokens": sum(r.cached_tokens for r in runs),
+        "peak_running": max(r.peak_running for r in runs),
+    }

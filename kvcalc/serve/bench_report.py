@@ -1,0 +1,84 @@
+"""``kvcalc bench``'s Result: one row in the names of vLLM's saved result (+ GPU-seconds and $ per M tokens), the
+run's pool and limits as notes, and the step-time terms for --explain."""
+
+from __future__ import annotations
+
+import math
+
+from kvcalc.out.results import Column, LazyLines, Result, Table
+from kvcalc.serve.bench import BenchSpec, simulate_spec
+
+COLUMNS = (
+    Column("duration", "duration", "s"), Column("completed", "completed", "int"),
+    Column("total_input_tokens", "input tokens", "int"), Column("total_output_tokens", "output tokens", "int"),
+    Column("request_throughput", "req/s", "float"), Column("output_throughput", "output tok/s", "float"),
+    Column("total_token_throughput", "total tok/s", "float"),
+    Column("mean_ttft_ms", "mean TTFT ms", "float"), Column("median_ttft_ms", "median TTFT ms", "float"),
+    Column("p99_ttft_ms", "P99 TTFT ms", "float"), Column("mean_tpot_ms", "mean TPOT ms", "float"),
+    Column("median_tpot_ms", "median TPOT ms", "float"), Column("p99_tpot_ms", "P99 TPOT ms", "float"),
+    Column("mean_itl_ms", "mean ITL ms", "float"), Column("mean_e2el_ms", "mean E2EL ms", "float"),
+    Column("gpu_seconds", "GPU-seconds", "float"), Column("usd_per_m_input", "$/M in", "usd"),
+    Column("usd_per_m_output", "$/M out", "usd"), Column("usd_per_m_blended", "$/M blended", "usd"),
+)
+
+
+def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
+    """Simulate ``spec`` and build the Result every output format renders."""
+    row, runs, sm, pool, sch = simulate_spec(spec)
+    inputs = {"model": spec.model_name, "hardware": spec.hw_name, "calibration": spec.cal_name, "gpus": spec.gpus,
+              "tp": spec.tp, "dp": spec.dp, "engine": spec.engine, "async_scheduling": spec.async_scheduling,
+              "dataset": "trace" if spec.trace is not None else "random",
+              "random_input_len": spec.input_len, "random_output_len": spec.output_len,
+              "num_prompts": row["completed"],
+              "request_rate": None if math.isinf(spec.request_rate) else spec.request_rate,
+              "max_concurrency": spec.max_concurrency, "max_num_seqs": sch.max_num_seqs,
+              "max_num_batched_tokens": sch.max_num_batched_tokens, "enable_prefix_caching": spec.prefix_caching,
+              "shared_prefix_tokens": spec.shared_prefix_tokens, "shared_prefix_groups": spec.shared_prefix_groups,
+              "seed": spec.seed, "kv_pool_blocks": pool.num_blocks, "block_size": pool.block_size,
+              "compute_dtype": sm.math_dtype}
+    main_row = {c.key: row[c.key] for c in COLUMNS}
+    main_row |= {k: row[k] for k in ("preemptions", "steps", "cached_tokens", "peak_running")}
+    plural = "s" if spec.dp > 1 else ""
+    out_notes = [
+        f"predicted, not measured: {spec.engine} on {spec.tp} x {spec.hw_name} (x {spec.dp} replica{plural}), calibration "
+        f"{spec.cal_name} (presets/calibration; docs/serving-model.md shows its error on measured runs)",
+        f"KV pool {pool.num_blocks:,} blocks of {pool.block_size} tokens per replica; limits {sch.max_num_batched_tokens:,} "
+        f"batched tokens and {sch.max_num_seqs:,} sequences per step; {row['steps']:,} steps, {row['preemptions']:,} "
+        f"preemptions, at most {row['peak_running']:,} running",
+        f"matmuls in {sm.math_dtype} (the dtype {spec.hw_name} computes {spec.model_name}'s weights in)",
+    ]
+    if spec.prefix_caching:
+        out_notes.append(f"prefix caching: {row['cached_tokens']:,} prompt tokens read from the cache, not "
+                         "prefilled (cached blocks are kept for the whole run and still counted in each request's "
+                         "blocks)")
+    return Result(command="bench", inputs=inputs,
+                  main=Table("bench", "Predicted `vllm bench serve` result", COLUMNS, (main_row,)),
+                  explain=LazyLines(lambda: explain_lines(sm, row, spec, sch)), notes=tuple(out_notes) + tuple(notes))
+
+
+def explain_lines(sm, row: dict, spec: BenchSpec, sch) -> list[str]:
+    """The step time's terms with the numbers substituted, for a decode step and a full prefill step."""
+    ctx = spec.input_len + spec.shared_prefix_tokens + spec.output_len // 2
+    n = max(1, min(row["peak_running"], sch.max_num_seqs))
+    lines = ["step time = max(compute, memory) + communication + overhead (kvcalc/serve/step_time.py)",
+             f"  matmul efficiency eff(n) = {sm.eff_max:g} x n / (n + {sm.half_tokens:g}); HBM efficiency "
+             f"{sm.hbm_eff:g}; peaks {sm.matmul_peak / 1e12:,.1f} TFLOP/s ({sm.math_dtype}) and "
+             f"{sm.attn_peak / 1e12:,.1f} (bf16 attention) per GPU; HBM {sm.hbm_bytes_per_s / 1e12:g} TB/s"]
+    for what, tokens, seqs, sampled, attn, kv in (
+            (f"decode step of {n} requests at context {ctx:,}", n, n, n,
+             n * float(sm.decode_attention_flops(ctx + 1)), n * float(sm.kv_read_bytes(ctx + 1))),
+            (f"prefill step of {sch.max_num_batched_tokens:,} tokens (one chunk from position 0)",
+             sch.max_num_batched_tokens, 1, 1, sm.prefill_attention_flops(0, sch.max_num_batched_tokens),
+             float(sm.kv_read_bytes(sch.max_num_batched_tokens)))):
+        t = sm.terms(float(tokens), float(seqs), float(sampled), attn, kv)
+        total = max(t["compute_s"], t["memory_s"]) + t["comm_s"] + t["overhead_s"]
+        experts = (f"; experts touched {float(sm.distinct_experts(float(tokens))):.1f} of {sm.experts} per layer"
+                   if sm.experts else "")
+        lines += [f"{what}:",
+                  f"  compute = 2 x ({sm.dense_params:.4g} dense + {sm.expert_active_params:.4g} expert) params x "
+                  f"{tokens:,} tokens / eff + {attn:.4g} attention FLOP = {t['compute_s'] * 1e3:.3f} ms",
+                  f"  memory = ({sm.dense_weight_bytes:.4g} + {sm.expert_weight_bytes:.4g} x touched share) B / {sm.tp}"
+                  f" + {kv:.4g} B KV per GPU = {t['memory_s'] * 1e3:.3f} ms{experts}",
+                  f"  communication = {t['comm_s'] * 1e3:.3f} ms ({sm.tp}-way TP, 2 all-reduces x {sm.layers} layers);"
+                  f" overhead = {t['overhead_s'] * 1e3:.3f} ms -> step {total * 1e3:.3f} ms"]
+    return lines

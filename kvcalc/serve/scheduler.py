@@ -1,0 +1,362 @@
+"""A vLLM-V1-like continuous-batching scheduler, stepped over a whole run of requests on one replica.
+
+Each step (vllm/v1/core/sched/scheduler.py's order): a token budget of max_num_batched_tokens; the running
+requests first, in admission order: a decode takes 1 token, a request still prefilling takes min(what is left,
+the budget) (chunked prefill); then waiting requests are admitted first come first served while budget is left,
+fewer than max_num_seqs run and the KV pool has the blocks their first chunk needs. A running request that cannot
+get a block preempts the most recently admitted one (recompute: its blocks are freed, it goes to the front of
+the queue and later prefills prompt + generated tokens again). With prefix caching a new request skips the
+prefill of its leading blocks that an earlier request has already computed (at least one token is computed,
+as vLLM does). ``reserve_output`` (TensorRT-LLM's GUARANTEED_NO_EVICT) admits a request only when the blocks of
+its whole prompt + output fit.
+
+Requests reach the engine through a serial front end (HTTP, tokenising the text prompt: a fixed cost per request
++ a cost per prompt token); ``max_concurrency`` is ``vllm bench serve``'s client-side cap (a request is sent when
+fewer than C are in flight). Steps are timed by :class:`kvcalc.serve.step_time.StepModel`. A run of pure decode
+steps (nothing to admit, nothing prefilling) is computed in one numpy call up to the next event (a request
+finishing, the pool running out, an arrival), so 10^5 requests take seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Optional
+
+MAX_JUMP_CELLS = 2_000_000  # requests x steps evaluated in one numpy call of a decode run
+MIN_JUMP_STEPS = 8          # shorter runs cost more as one numpy call than step by step (bench/bench_serving.py)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The KV pool of one replica in blocks, as the engine pages it (memory/engine_vllm.py's KV-cache groups):
+    a request of L tokens holds full x ceil(L / B) + sum over sliding groups of ceil(min(W, L) / B) + 1, + one
+    block per state group [blocks]. A sliding group frees the blocks that left the window after each step
+    (vLLM's SlidingWindowManager), so it holds W + one partial block, not the W - 1 + max_num_batched_tokens that
+    the pool's sizing reserves for the worst step."""
+
+    num_blocks: int
+    block_size: int
+    full_groups: int = 1
+    sliding_windows: tuple = ()   # one window per sliding KV-cache group [tokens]
+    state_groups: int = 0
+    batched_tokens: int = 8192
+
+    def need_one(self, tokens: int) -> int:
+        """:meth:`need` of one request, in plain Python (the scheduler's per-request calls) [blocks]."""
+        b = self.block_size
+        n = self.full_groups * (-(-tokens // b))
+        if tokens > 0:
+            n += sum(-(-min(w, tokens) // b) + 1 for w in self.sliding_windows) + self.state_groups
+        return n
+
+    def need(self, tokens):
+        """Blocks a request holding ``tokens`` tokens needs (int or numpy array) [blocks]."""
+        import numpy as np
+
+        t = np.asarray(tokens, dtype=np.int64)
+        b = self.block_size
+        n = self.full_groups * (-(-t // b))
+        for w in self.sliding_windows:
+            n = n + (-(-np.minimum(w, t) // b)) + (t > 0)
+        return n + self.state_groups * (t > 0)
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """The scheduler's limits and the client's behaviour."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    prefix_caching: bool = False
+    reserve_output: bool = False
+    max_concurrency: Optional[int] = None
+    frontend_s_per_request: float = 0.0
+    frontend_s_per_input_token: float = 0.0
+
+
+@dataclass
+class Requests:
+    """The requests of a run: send times [s] (sorted), prompt and output lengths [tokens], and optionally each
+    request's prompt block keys (equal keys = equal prefix blocks of ``key_tokens`` tokens) for prefix caching."""
+
+    send_s: object
+    prompt: object
+    output: object
+    keys: Optional[list] = None
+    key_tokens: int = 16
+
+
+@dataclass
+class Run:
+    """What happened to each request [s] and counters of the run."""
+
+    send_s: object
+    first_s: object
+    done_s: object
+    output: object
+    prompt: object
+    steps: int = 0
+    preemptions: int = 0
+    cached_tokens: int = 0
+    prefill_tokens: int = 0
+    peak_running: int = 0
+    jumps: int = 0
+    prefill_time_s: float = 0.0   # step time shared out by the steps' prefill tokens [s]
+    decode_time_s: float = 0.0
+    notes: list = field(default_factory=list)
+
+
+class _State:
+    """Mutable state of one simulation (arrays indexed by request)."""
+
+    def __init__(self, req: Requests, sch: Scheduling):
+        import numpy as np
+
+        n = len(req.prompt)
+        self.n = n
+        self.prompt = np.asarray(req.prompt, dtype=np.int64)
+        self.output = np.asarray(req.output, dtype=np.int64)
+        self.sched_send = np.asarray(req.send_s, dtype=float)
+        self.send = np.full(n, math.inf)
+        self.engine = np.full(n, math.inf)
+        self.computed = np.zeros(n, dtype=np.int64)
+        self.target = self.prompt.copy()
+        self.gen = np.zeros(n, dtype=np.int64)
+        self.held = np.zeros(n, dtype=np.int64)
+        self.first = np.full(n, math.nan)
+        self.done = np.full(n, math.nan)
+        self.admitted_once = np.zeros(n, dtype=bool)
+        self.released = 0
+        self.fe_free = 0.0
+        self.sch = sch
+
+    def release(self, i: int, now: float) -> None:
+        """Send request i at max(its time, now) through the serial front end."""
+        sch = self.sch
+        self.send[i] = max(self.sched_send[i], now)
+        start = max(self.send[i], self.fe_free)
+        self.engine[i] = start + sch.frontend_s_per_request + sch.frontend_s_per_input_token * self.prompt[i]
+        self.fe_free = self.engine[i]
+        self.released += 1
+
+
+def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) -> Run:
+    """Step the scheduler over every request of ``req`` on one replica timed by ``sm`` (a StepModel) -> Run.
+    ``jump=False`` takes every decode step one at a time (the plain loop the jumps must equal)."""
+    import numpy as np
+
+    st = _State(req, sch)
+    run = Run(st.send, st.first, st.done, st.output, st.prompt)
+    if st.n == 0:
+        return run
+    cap = sch.max_concurrency or st.n
+    for i in range(min(cap, st.n)):
+        st.release(i, 0.0)
+    cache: set = set()
+    waiting: deque = deque()
+    running: list = []
+    ptr, finished, now, free = 0, 0, 0.0, pool.num_blocks
+    budget_cap, seq_cap = sch.max_num_batched_tokens, sch.max_num_seqs
+    biggest = pool.need_one(int(st.prompt.max()) + (int(st.output.max()) if sch.reserve_output else 1))
+    if biggest > pool.num_blocks:
+        raise ValueError(f"the KV pool ({pool.num_blocks:,} blocks of {pool.block_size} tokens) cannot hold one "
+                         f"request of the run ({biggest:,} blocks)")
+
+    def hit_tokens(i: int) -> int:
+        if not (sch.prefix_caching and req.keys is not None) or st.admitted_once[i]:
+            return 0
+        n = 0
+        for k in req.keys[i]:
+            if k not in cache:
+                break
+            n += 1
+        return min(n * req.key_tokens, int(st.target[i]) - 1)
+
+    def finish(i: int) -> None:
+        nonlocal finished, free
+        st.done[i] = now
+        free += int(st.held[i])
+        st.held[i] = 0
+        finished += 1
+        if st.released < st.n:
+            st.release(st.released, now)
+
+    def preempt_tail() -> int:
+        nonlocal free
+        j = running.pop()
+        free += int(st.held[j])
+        st.held[j] = 0
+        st.target[j] = st.prompt[j] + st.gen[j]
+        st.computed[j] = 0
+        waiting.appendleft(j)
+        run.preemptions += 1
+        return j
+
+    while finished < st.n:
+        while ptr < st.released and st.engine[ptr] <= now:
+            waiting.append(ptr)
+            ptr += 1
+        if not running and not waiting:
+            now = float(st.engine[ptr])
+            continue
+        run_arr = np.fromiter(running, dtype=np.int64, count=len(running))
+        decoding = st.computed[run_arr] >= st.target[run_arr] if len(running) else np.zeros(0, bool)
+        # ---- a run of pure decode steps, in one call
+        if jump and len(running) and decoding.all() and len(running) <= budget_cap and int(
+                (st.output[run_arr] - st.gen[run_arr]).min()) >= MIN_JUMP_STEPS and not _can_admit(
+                st, pool, waiting, running, free, seq_cap, budget_cap, hit_tokens, sch):
+            jumped = _decode_run(sm, pool, st, run_arr, free, now,
+                                 float(st.engine[ptr]) if ptr < st.released and len(running) < seq_cap else math.inf)
+            if jumped is not None:
+                run.decode_time_s += jumped[0] - now
+                now, used, steps = jumped
+                free -= used
+                run.steps += steps
+                run.jumps += 1
+                for i in run_arr[st.gen[run_arr] >= st.output[run_arr]].tolist():
+                    running.remove(i)
+                    finish(i)
+                continue
+        # ---- one step: the running decodes (the newest preempted while their blocks do not fit) ...
+        budget = budget_cap
+        chunks: list = []  # (request, start, tokens)
+        while True:
+            d = run_arr[decoding][:budget]
+            need_d = (np.zeros(len(d), dtype=np.int64) if sch.reserve_output else
+                      (pool.need(st.computed[d] + 1) - st.held[d]).clip(min=0))
+            if int(need_d.sum()) <= free or not running:
+                break
+            preempt_tail()
+            run_arr, decoding = run_arr[:-1], decoding[:-1]
+        free -= int(need_d.sum())
+        st.held[d] += need_d
+        budget -= len(d)
+        dec = d.tolist()
+        # ... then the running requests still prefilling (a chunk whose blocks do not fit waits a step)
+        for i in run_arr[~decoding].tolist():
+            tokens = min(int(st.target[i] - st.computed[i]), budget)
+            if tokens <= 0:
+                continue
+            need = 0 if sch.reserve_output else max(0, pool.need_one(int(st.computed[i]) + tokens) - int(st.held[i]))
+            if need > free:
+                continue
+            free -= need
+            st.held[i] += need
+            budget -= tokens
+            chunks.append((i, int(st.computed[i]), tokens))
+        # ... then new requests, first come first served
+        while waiting and budget > 0 and len(running) < seq_cap:
+            i = waiting[0]
+            hit = hit_tokens(i)
+            start = hit if not st.admitted_once[i] else 0
+            tokens = min(int(st.target[i]) - start, budget)
+            total = int(st.prompt[i] + st.output[i]) if sch.reserve_output else start + tokens
+            need = pool.need_one(total)
+            if need > free:
+                break
+            waiting.popleft()
+            if not st.admitted_once[i]:
+                st.admitted_once[i] = True
+                st.computed[i] = start
+                run.cached_tokens += start
+            free -= need
+            st.held[i] = need
+            running.append(i)
+            chunks.append((i, start, tokens))
+            budget -= tokens
+        if not dec and not chunks:
+            if ptr < st.released:
+                now = max(now, float(st.engine[ptr]))
+                continue
+            raise ValueError("the scheduler cannot make progress (KV pool too small for the requests)")
+        run.peak_running = max(run.peak_running, len(running))
+        dt = _step_time(sm, st, dec, chunks)
+        prefill = sum(c[2] for c in chunks)
+        run.prefill_time_s += dt * prefill / (prefill + len(dec))
+        run.decode_time_s += dt * len(dec) / (prefill + len(dec))
+        now += dt
+        run.steps += 1
+        if dec:
+            d = np.asarray(dec, dtype=np.int64)
+            st.computed[d] += 1
+            st.gen[d] += 1
+        for i, start, tokens in chunks:
+            st.computed[i] = start + tokens
+            run.prefill_tokens += tokens
+            if st.computed[i] >= st.target[i]:
+                st.gen[i] += 1
+                st.target[i] = st.computed[i]
+                if math.isnan(st.first[i]):
+                    st.first[i] = now
+                if req.keys is not None and sch.prefix_caching:
+                    cache.update(req.keys[i])
+        r = np.fromiter(running, dtype=np.int64, count=len(running))
+        for i in r[st.gen[r] >= st.output[r]].tolist():
+            running.remove(i)
+            finish(i)
+    return run
+
+
+def _can_admit(st, pool, waiting, running, free, seq_cap, budget_cap, hit_tokens, sch) -> bool:
+    """Whether the head of the queue could be admitted now (a decode run stops only for that)."""
+    if not waiting or len(running) >= seq_cap or budget_cap - len(running) <= 0:
+        return False
+    i = waiting[0]
+    start = hit_tokens(i) if not st.admitted_once[i] else 0
+    tokens = min(int(st.target[i]) - start, budget_cap - len(running))
+    total = int(st.prompt[i] + st.output[i]) if sch.reserve_output else start + tokens
+    # the decodes' own next blocks come first
+    return pool.need_one(total) <= free - _decode_blocks(pool, st, running)
+
+
+def _decode_blocks(pool, st, running) -> int:
+    """New blocks the running decodes need for their next token [blocks]."""
+    import numpy as np
+
+    r = np.fromiter(running, dtype=np.int64, count=len(running))
+    return int((pool.need(st.computed[r] + 1) - st.held[r]).clip(min=0).sum())
+
+
+def _decode_run(sm, pool, st, r, free, now, next_arrival):
+    """Pure decode steps of the running set ``r`` until a request finishes, the pool runs out or the next
+    arrival -> (time, blocks used, steps), or None when not even one step fits (the step path preempts)."""
+    import numpy as np
+
+    rem = st.output[r] - st.gen[r]
+    n = len(r)
+    J = int(min(rem.min(), max(1, MAX_JUMP_CELLS // n)))
+    ctx = st.computed[r][:, None] + 1 + np.arange(J)[None, :]   # context of each step's query [tokens]
+    extra = (pool.need(ctx) - st.held[r][:, None]).clip(min=0).sum(axis=0) if pool.block_size else np.zeros(J)
+    fits = int(np.searchsorted(extra, free, side="right"))  # steps whose blocks fit
+    if fits == 0:
+        return None
+    J = min(J, fits)
+    ctx = ctx[:, :J]
+    attn, kv = sm.decode_sums(ctx, axis=0)
+    times = now + np.cumsum(sm.step_s(float(n), float(n), float(n), attn, kv))
+    if next_arrival < times[-1]:
+        J = int(np.searchsorted(times, next_arrival, side="left")) + 1
+    used = int(extra[J - 1])
+    st.computed[r] += J
+    st.gen[r] += J
+    st.held[r] = np.maximum(st.held[r], pool.need(st.computed[r]))
+    return float(times[J - 1]), used, J
+
+
+def _step_time(sm, st, dec, chunks) -> float:
+    """One step's time from its decodes and prefill chunks [s]."""
+    import numpy as np
+
+    tokens = len(dec) + sum(c[2] for c in chunks)
+    sampled = len(dec) + sum(1 for i, s, t in chunks if s + t >= st.target[i])
+    attn, kv = 0.0, 0.0
+    if dec:
+        a, k = sm.decode_sums(st.computed[np.asarray(dec, dtype=np.int64)] + 1)
+        attn += float(a)
+        kv += float(k)
+    for i, start, t in chunks:
+        attn += sm.prefill_attention_flops(start, t)
+        kv += float(sm.kv_read_bytes(start + t))
+    return float(sm.step_s(float(tokens), float(len(dec) + len(chunks)), float(sampled), attn, kv))

@@ -1,0 +1,277 @@
+"""One engine step's time in closed form: max(compute, memory) + communication + fixed overhead.
+
+A step runs T tokens on one replica of ``tp`` GPUs: the decodes of the running requests (one token each) and the
+chunks of prompts being prefilled. Per GPU:
+
+  compute  = [2 x dense params x T / eff(T) + 2 x active expert params x T / eff(T k / D(T))  (each / the
+              calibrated dequant efficiency where the weights are dequantised in the kernel: W4A16, W8A16)
+              + 2 x LM head x S / eff(S)] / (tp x matmul peak)
+             + attention FLOPs / (tp x BF16 peak x attention efficiency)
+             each matmul term also / (N / (N + N_half)), N = the GEMM's output columns per GPU (an expert's
+             intermediate / tp; the dense layers' params per layer / (4 x hidden) / tp): narrow TP-split GEMMs
+             dense params = active - embedding - LM head - active experts; S = sequences sampling this step;
+             attention FLOPs = 2 x q_heads x (d_qk + d_v) x layers x attended(t) per query token (compute.py);
+             eff(n) = eff_max x n / (n + n_half): a GEMM of n rows reaches eff_max of the peak once n >> n_half
+             (calibrated); an expert's GEMM has the T k / D(T) tokens routed to each expert touched.
+  memory   = [dense weight bytes + expert bytes x D(T) / E] / tp + KV read per GPU, / (HBM bandwidth x hbm_eff)
+             D(T) = E x (1 - (1 - k/E)^T): the expected distinct experts T tokens touch per layer with k of E each
+             (uniform routing); the embedding table is looked up, not read; KV read = each decode's stored-vs-read
+             bytes at its context (model/attention.py: sliding min(L, W), sparse CSA top-k) + each prefill
+             chunk's prefix, times the GPU's share of the group (KV heads shard over TP, a latent is replicated).
+  comm     = 2 x layers x (latency + 2 (tp - 1) / tp x T x hidden x 2 B / link bandwidth)  (two ring all-reduces
+             of BF16 activations per layer over the scale-up link; none at tp = 1)
+  overhead = the engine's fixed cost per step (with or without async scheduling) + per_sequence x sequences.
+The matmul peak is the dtype the tensor cores really run (weights_dtype.math_dtype: MXFP4 on Hopper and FP8 on
+Ampere run BF16 math). Every function takes numpy arrays: a run of decode steps is one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcalc.model import attention as att
+from kvcalc.model import weights_dtype as wd
+from kvcalc.model.calibration_schema import CalibrationPreset
+from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
+from kvcalc.serve import compute
+
+ACTIVATION_BYTES = 2  # BF16 activations in the TP all-reduce
+ALL_REDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron-style TP)
+ENGINE_STEP_FIELDS = {"vllm": "vllm_step_us", "vllm-async": "vllm_async_step_us", "sglang": "sglang_step_us",
+                      "trtllm": "trtllm_step_us"}
+
+
+def attended(g: att.GroupLayout, t):
+    """Entries one query at position ``t`` attends in one layer of group ``g`` (int or numpy array)."""
+    k = g.kind
+    if k in ("flat", "linear", "mamba"):
+        return t * 0
+    if k in ("full", "mla"):
+        return t
+    if k == "chunked":
+        return (t - 1) % g.chunk_tokens + 1
+    if k == "sliding":
+        return att._minimum(t, g.window_tokens)
+    if k == "dsa":
+        return att._minimum(t, g.top_k)
+    window = att._minimum(t, g.window_tokens) if g.window_tokens else t * 0
+    if k == "swa":
+        return window
+    if k == "csa":
+        return window + att._minimum(t // g.ratio, g.top_k)
+    return window + t // g.ratio  # hca
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """The constants of one replica's step time (see the module docstring) [FLOP, B, s, FLOP/s, B/s]."""
+
+    tp: int
+    dense_params: float           # per token: active - embedding - LM head - active experts
+    expert_active_params: float   # per token: k experts of every MoE layer
+    head_params: float            # LM head (vocab x hidden)
+    dense_weight_bytes: float     # read every step (everything but the embedding table and the routed experts)
+    expert_weight_bytes: float    # all routed experts
+    experts: int                  # E (0: dense model)
+    top_k: int                    # k
+    groups: tuple                 # resolved layer groups
+    shares: tuple                 # each group's per-GPU share of its KV
+    attn_coef: tuple              # per group: 2 x q_heads x (d_qk + d_v) x layers [FLOP per attended entry]
+    recurrent_flops: float        # linear-attention/Mamba FLOPs per token (all layers)
+    matmul_peak: float            # per GPU, in the dtype the weights' matmuls run [FLOP/s]
+    attn_peak: float              # per GPU, BF16 [FLOP/s]
+    hbm_bytes_per_s: float        # per GPU, datasheet [B/s]
+    layers: int
+    hidden: int
+    link_latency_s: float
+    link_bytes_per_s: float
+    eff_max: float
+    half_tokens: float
+    hbm_eff: float
+    step_overhead_s: float
+    per_sequence_s: float
+    math_dtype: str
+    attn_eff: float = 1.0         # attention kernels' share of the BF16 peak (calibrated)
+    dense_width: float = 1.0      # N / (N + N_half) of the dense GEMMs, N = their output columns per GPU
+    expert_width: float = 1.0     # the same for the routed experts (N = moe intermediate / tp)
+    dense_dequant: float = 1.0    # 1 / efficiency factor of the dense matmuls when dequantised in the kernel
+    expert_dequant: float = 1.0   # the same for the routed experts
+    kv_scale: float = 1.0         # --kv-compression: KV bytes read x 1 / FACTOR (the article's hypothesis)
+
+    # ---------------------------------------------------------------- terms
+
+    def eff(self, n):
+        """Matmul efficiency of a GEMM with ``n`` rows: eff_max x n / (n + n_half) [0..1]."""
+        return self.eff_max * n / (n + self.half_tokens)
+
+    def distinct_experts(self, tokens):
+        """Expected distinct experts ``tokens`` tokens touch per MoE layer: E (1 - (1 - k/E)^T) [experts]."""
+        if not self.experts:
+            return tokens * 0
+        return self.experts * (1 - (1 - self.top_k / self.experts) ** tokens)
+
+    def kv_read_bytes(self, contexts):
+        """KV bytes one GPU reads for queries at these contexts (elementwise) [B]."""
+        total = 0
+        for g, share in zip(self.groups, self.shares):
+            total = total + att.read_bytes_per_step(g, contexts) * share
+        return total * self.kv_scale
+
+    def decode_attention_flops(self, contexts):
+        """Attention FLOPs of one decode token at each context (elementwise) [FLOP]."""
+        total = contexts * 0 + self.recurrent_flops
+        for g, c in zip(self.groups, self.attn_coef):
+            if c:
+                total = total + c * attended(g, contexts)
+        return total
+
+    def prefill_attention_flops(self, start: int, tokens: int) -> float:
+        """Attention FLOPs of prefilling positions start+1 .. start+tokens: each group's coefficient x
+        sum_t attended(t) in closed form (compute.attended_prefix_sum) + the recurrent layers' FLOPs [FLOP]."""
+        total = self.recurrent_flops * tokens
+        for g, c in zip(self.groups, self.attn_coef):
+            if c:
+                total += c * (compute.attended_prefix_sum(g, start + tokens) - compute.attended_prefix_sum(g, start))
+        return float(total)
+
+    def decode_sums(self, contexts, axis=None):
+        """(attention FLOPs, KV bytes read per GPU) of decode queries at ``contexts``, summed over ``axis`` [FLOP,
+        B]. Plain full-attention groups (every kind of kvcalc's preset library where the read grows with L, no
+        window, compression or sparse read) are linear in L, so their sum needs only sum(L); plain sliding groups
+        need sum(min(L, W)); other kinds go through the elementwise model."""
+        import numpy as np
+
+        total_l = contexts.sum(axis=axis)
+        attn = self.recurrent_flops * (contexts * 0 + 1).sum(axis=axis)
+        kv = 0.0
+        windows: dict = {}
+        for g, share, c in zip(self.groups, self.shares, self.attn_coef):
+            kind = _plain(g)
+            if kind == "full":
+                attn = attn + c * total_l
+                kv = kv + float(att.read_bytes_per_step(g, 1)) * share * total_l
+            elif kind == "sliding":
+                if g.window_tokens not in windows:
+                    windows[g.window_tokens] = np.minimum(contexts, g.window_tokens).sum(axis=axis)
+                s = windows[g.window_tokens]
+                attn = attn + c * s
+                kv = kv + float(att.read_bytes_per_step(g, 1)) * share * s
+            else:
+                attn = attn + (c * attended(g, contexts)).sum(axis=axis)
+                kv = kv + (att.read_bytes_per_step(g, contexts) * share).sum(axis=axis)
+        return attn, kv * self.kv_scale
+
+    def compute_s(self, tokens, sampled, attn_flops):
+        """Compute time of a step of ``tokens`` tokens with ``sampled`` sequences sampling [s]."""
+        import numpy as np
+
+        t = np.maximum(tokens, 1e-9)
+        flops_time = 2 * self.dense_params * tokens * self.dense_dequant / (self.eff(t) * self.dense_width)
+        if self.experts:
+            per_expert = t * self.top_k / np.maximum(self.distinct_experts(t), 1e-9)
+            flops_time = flops_time + (2 * self.expert_active_params * tokens * self.expert_dequant
+                                       / (self.eff(per_expert) * self.expert_width))
+        flops_time = flops_time + 2 * self.head_params * sampled / self.eff(np.maximum(sampled, 1e-9))
+        return (flops_time / (self.tp * self.matmul_peak)
+                + attn_flops / (self.tp * self.attn_peak * self.attn_eff))
+
+    def memory_s(self, tokens, kv_bytes_per_gpu):
+        """Memory time: weights read (experts touched) + KV read, per GPU [s]."""
+        frac = self.distinct_experts(tokens) / self.experts if self.experts else 0
+        weights = (self.dense_weight_bytes + self.expert_weight_bytes * frac) / self.tp
+        return (weights + kv_bytes_per_gpu) / (self.hbm_bytes_per_s * self.hbm_eff)
+
+    def comm_s(self, tokens):
+        """Two ring all-reduces per layer of the step's activations over the scale-up link [s]."""
+        if self.tp == 1:
+            return tokens * 0.0
+        moved = 2 * (self.tp - 1) / self.tp * tokens * self.hidden * ACTIVATION_BYTES
+        return ALL_REDUCES_PER_LAYER * self.layers * (self.link_latency_s + moved / self.link_bytes_per_s)
+
+    def step_s(self, tokens, sequences, sampled, attn_flops, kv_bytes_per_gpu):
+        """max(compute, memory) + communication + overhead of a step [s] (numpy arrays elementwise)."""
+        import numpy as np
+
+        return (np.maximum(self.compute_s(tokens, sampled, attn_flops), self.memory_s(tokens, kv_bytes_per_gpu))
+                + self.comm_s(tokens) + self.step_overhead_s + self.per_sequence_s * sequences)
+
+    def terms(self, tokens, sequences, sampled, attn_flops, kv_bytes_per_gpu) -> dict:
+        """The step time's terms, for --explain [s]."""
+        return {"compute_s": float(self.compute_s(tokens, sampled, attn_flops)),
+                "memory_s": float(self.memory_s(tokens, kv_bytes_per_gpu)),
+                "comm_s": float(self.comm_s(tokens)),
+                "overhead_s": self.step_overhead_s + self.per_sequence_s * sequences}
+
+
+def _plain(g: att.GroupLayout) -> str | None:
+    """'full' when the group's read is L entries of a fixed size, 'sliding' when min(L, W), else None."""
+    if g.ratio is not None or g.top_k is not None or g.indexer_bytes or g.residual_tokens or g.chunk_tokens:
+        return None
+    if g.kind in ("full", "mla") and g.window_tokens is None:
+        return "full"
+    if g.kind == "sliding" and g.window_tokens:
+        return "sliding"
+    return None
+
+
+def engine_key(engine: str, async_scheduling: bool) -> str:
+    """The calibration's overhead field for an engine: vLLM has one with and one without async scheduling."""
+    return "vllm-async" if engine == "vllm" and async_scheduling else engine
+
+
+def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, cal: CalibrationPreset, tp: int,
+               engine: str = "vllm", async_scheduling: bool = False,
+               opts: att.KvOptions = att.KvOptions()) -> StepModel:
+    """The step-time constants of ``model`` on ``tp`` GPUs of ``hw`` (a replica), with ``cal``'s efficiencies."""
+    from kvcalc.out import units
+
+    groups = tuple(att.resolve_groups(model, opts))
+    emb, head = compute.embedding_params(model)
+    expert_params = units.billions_to_count(model.moe_expert_params_b) if model.moe_experts else 0.0
+    experts, k = (model.moe_experts or 0), (model.moe_experts_per_token or 0)
+    expert_active = expert_params * k / experts if experts else 0.0
+    dense = model.params_active - emb - head - expert_active
+    expert_bpp = model.moe_expert_weight_bytes_per_param or model.mean_weight_bytes_per_param
+    expert_bytes = expert_params * expert_bpp
+    emb_bytes = emb * (wd.EMBEDDING_BYTES if model.vocab_size else model.mean_weight_bytes_per_param)
+    if not experts and model.params_active < model.params_total:
+        # an MoE preset without expert fields: only the active share is read (a lower bound on bytes)
+        dense_bytes = model.weight_bytes * model.params_active / model.params_total
+    else:
+        dense_bytes = model.weight_bytes - expert_bytes - emb_bytes
+    coef = []
+    for g in groups:
+        shape = ((g.q_heads, g.qk_head_dim, g.v_head_dim) if g.q_heads else
+                 (model.q_heads, model.qk_head_dim, model.v_head_dim))
+        coef.append(2.0 * shape[0] * (shape[1] + shape[2]) * g.layers if all(shape) else 0.0)
+    storage = wd.storage_dtype(model)
+    math = wd.math_dtype(storage, hw.fp8_dense_tflops is not None, hw.fp4_dense_tflops is not None)
+    slow = 1.0 / cal.dequant_matmul_efficiency if storage not in ("bf16", math) else 1.0
+    # the dense layers' own format (gpt-oss keeps attention in BF16 beside MXFP4 experts): native when >= 2 B/param
+    dense_count = model.params_total - expert_params - emb
+    dense_bpp = (model.weight_bytes - expert_bytes - emb_bytes) / dense_count if dense_count > 0 else 2.0
+    dense_slow = 1.0 if dense_bpp >= 2 - 1e-9 else slow
+    overhead_us = getattr(cal, ENGINE_STEP_FIELDS[engine_key(engine, async_scheduling)])
+    layers = sum(g.layers for g in groups)
+    hidden = model.hidden_size or 0
+    # GEMM widths per GPU [columns]: an expert's intermediate (expert params = E x layers x 3 x hidden x inter,
+    # a gated MLP) / tp; the dense layers' typical output width, per-layer params / (4 x hidden) / tp
+    expert_n = expert_params / (experts * layers * 3 * hidden * tp) if experts and hidden else 1e9
+    dense_n = max(dense, 1.0) / (layers * 4 * hidden * tp) if hidden else 1e9
+
+    def width(n: float) -> float:
+        return n / (n + cal.matmul_half_width)
+    return StepModel(
+        tp=tp, dense_params=max(dense, 0.0), expert_active_params=expert_active, head_params=float(head),
+        dense_weight_bytes=max(dense_bytes, 0.0), expert_weight_bytes=expert_bytes, experts=experts, top_k=k,
+        groups=groups, shares=tuple(att.per_gpu_share(g, tp) for g in groups), attn_coef=tuple(coef),
+        recurrent_flops=float(sum(g.layers * g.recurrent_flops_per_token for g in groups)),
+        matmul_peak=hw.peak_flops(math), attn_peak=hw.peak_flops("bf16"),
+        hbm_bytes_per_s=hw.hbm_bandwidth_bytes_per_s, layers=sum(g.layers for g in groups),
+        hidden=model.hidden_size or 0,
+        link_latency_s=link.latency_s if link else 0.0,
+        link_bytes_per_s=link.bandwidth_bytes_per_s() if link else 1.0,
+        eff_max=cal.matmul_efficiency_max, half_tokens=float(cal.matmul_half_tokens), hbm_eff=cal.hbm_efficiency,
+        step_overhead_s=units.us_to_s(overhead_us), per_sequence_s=units.us_to_s(cal.per_sequence_us),
+        math_dtype=math, attn_eff=cal.attention_efficiency, dense_width=width(dense_n), expert_width=width(expert_n),
+        dense_dequant=dense_slow, expert_dequant=slow)
