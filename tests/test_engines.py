@@ -142,19 +142,28 @@ def test_vllm_hybrid_grouping_22_sliding_4_full():
 
 
 def test_vllm_hybrid_pool_and_logged_count():
+    # vLLM 0.20's rules (what kvcalc followed before; --engine-version 0.20): logged = blocks // groups x 16 and
+    # a sliding layer keeps W - 1 + 1 x max_num_batched_tokens
     m = hybrid(22, 4)
+    inputs = dict(engine="vllm", total_memory_bytes=10 * GiB, gpu_memory_utilization=1.0, weights_bytes=2 * GiB,
+                  activation_bytes=0.0, non_torch_bytes=0.0)
     s = vllm_sizing(m, att.resolve_groups(m), catalog.load_hardware("h100-sxm"),
-                    ec.EngineInputs(engine="vllm", total_memory_bytes=10 * GiB, gpu_memory_utilization=1.0,
-                                    weights_bytes=2 * GiB, activation_bytes=0.0, non_torch_bytes=0.0))
+                    ec.EngineInputs(**inputs, engine_version="0.20"))
     # page per layer = 16 tokens x 1 head x (256 + 256) x 2 B = 16,384 B; block = 4 layers x 16,384 = 65,536 B
     assert s["block_bytes"] == 65_536
     assert s["num_gpu_blocks"] == 8 * GiB // 65_536               # 131,072 blocks
     assert s["kv_cache_tokens"] == 131_072 // 7 * 16               # logged: blocks // groups x 16 = 299,584
     # a 4,096-token request (10 GiB < 70 GiB: 2,048 batched tokens): full group 4,096 / 16 = 256 blocks;
     # each sliding group ceil(min(511 + 2,048, 4,096) / 16) + 1 = ceil(159.9) + 1 = 161
-    assert s["max_num_batched_tokens"] == 2048
+    assert s["max_num_batched_tokens"] == 2048 and s["max_in_flight_tokens"] == 2048
     assert s["blocks_per_request"] == 256 + 6 * 161
     assert blocks_per_request(s["kgroups"], 100_000, 16, 8192) == 6250 + 6 * (544 + 1)  # ceil(8,703/16) = 544
+    # vLLM 0.33 (the default): in flight 2 x 2,048 = 4,096 tokens (async scheduling, VllmConfig.max_in_flight_tokens)
+    # -> each sliding group ceil(min(511 + 4,096, 4,096) / 16) + 1 = 257; 256 + 6 x 257 = 1,798 blocks per request;
+    # logged int(131,072 / 1,798 x 4,096) = int(298,593.6) = 298,593 (get_kv_cache_capacity)
+    s = vllm_sizing(m, att.resolve_groups(m), catalog.load_hardware("h100-sxm"), ec.EngineInputs(**inputs))
+    assert (s["num_gpu_blocks"], s["max_in_flight_tokens"], s["blocks_per_request"]) == (131_072, 4096, 1798)
+    assert s["kv_cache_tokens"] == 298_593
 
 
 def test_tp_shards_gqa_and_replicates_mla():
@@ -241,17 +250,20 @@ def test_vllm_page_enlargement_for_a_linear_attention_hybrid():
     s = vllm_sizing(m, att.resolve_groups(m), catalog.load_hardware("h200-sxm"),
                     ec.EngineInputs(engine="vllm", tp=1))
     # attention: 2 x 2 heads x 256 x 2 B = 2,048 B per token per layer; state 1,097,728 B per layer
-    # (3 x 8,192 x 2 B conv + 32 x 128 x 128 x 2 B recurrent); block = 16 x ceil(1,097,728 / (16 x 2,048))
-    # = 16 x ceil(33.5) = 544 tokens; page = 544 x 2,048 = 1,114,112 B (state padded by 1.49%)
+    # (3 x 8,192 x 2 B conv + 32 x 128 x 128 x 2 B recurrent). Prefix caching on -> mamba_cache_mode 'align':
+    # the kernel block 16 is lcm'ed with Gated DeltaNet's checkpoint alignment 64 (_align_hybrid_block_size);
+    # block = 64 x ceil(1,097,728 / (64 x 2,048)) = 64 x ceil(8.375) = 576 tokens; page = 576 x 2,048 =
+    # 1,179,648 B (state padded by 7.46%). vLLM 0.33's own code gives the same (tests/test_engine_pins.py).
     assert s["state_page_bytes"] == 1_097_728
-    assert s["block_size"] == 544 and s["page_bytes"] == 1_114_112
+    assert s["block_size"] == 576 and s["page_bytes"] == 1_179_648
     # groups: min(12, 36) = 12 (36 >= 1.5 x 12): full 1 group + linear 3 groups, no padding
     assert (s["group_size"], s["kv_groups"], s["padding_layers"]) == (12, 4, 0)
-    assert s["block_bytes"] == 12 * 1_114_112
-    # a 4,096-token request: ceil(4,096 / 544) = 8 attention blocks + 1 block in each of 3 state groups
-    assert s["blocks_per_request"] == 11
-    # the log's count is blocks // 4 groups x 544; one request's attention alone could use all but 3 blocks
-    assert s["kv_cache_tokens"] == s["num_gpu_blocks"] // 4 * 544
+    assert s["block_bytes"] == 12 * 1_179_648
+    # a 4,096-token request: ceil(4,096 / 576) = 8 attention blocks + 3 blocks (2 + 1 prefill checkpoint, align
+    # mode) in each of 3 state groups
+    assert s["blocks_per_request"] == 8 + 3 * 3
+    # the log's count: int(blocks / 17 x 4,096) (vLLM 0.21+ get_kv_cache_capacity)
+    assert s["kv_cache_tokens"] == int(s["num_gpu_blocks"] / 17 * 4096)
 
 
 def test_api_engine_result_equals_the_cli_json():

@@ -220,6 +220,8 @@ def engine_options(g: Gen):
     g.opt("--solve", ["max-model-len", "max-concurrency", "gpu-memory-utilization", "mem-fraction-static"],
           ["", "x", "max_model_len "], p=0.3)
     g.opt("--concurrency", ["1", "64", "1000"], p=0.2)
+    g.opt("--engine-version", ["0.33", "0.20", "0.25.1", "v0.5.23"], ["", "x", "0", "1.2.3.4", "0.33.0rc1", "é"],
+          p=0.15)
 
 
 def gen_blocks(g: Gen):

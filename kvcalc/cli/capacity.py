@@ -71,6 +71,10 @@ def capacity(
     max_mamba_cache_size: Annotated[Optional[int], typer.Option(
         "--max-mamba-cache-size", help=f"SGLang: state slots, instead of the ratio (0 to {MAX_REQUESTS:,})",
         rich_help_panel=E)] = None,
+    engine_version: Annotated[Optional[str], typer.Option(
+        "--engine-version", help="whose rules: vLLM 0.33 and SGLang 0.5.23 by default; e.g. 0.20 for vLLM before "
+        "async scheduling's 2x in-flight tokens (0.26) and the group-aware logged count (0.21)",
+        rich_help_panel=E)] = None,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Requests that fit in a node's HBM after the weights, 16-token block bytes, page-in time per block.
@@ -134,7 +138,7 @@ def capacity(
         einp = engine_inputs(engine, gpus, inp.context_tokens, gpu_memory_utilization, mem_fraction_static,
                              max_model_len, max_num_batched_tokens, max_num_seqs, block_size, total_memory,
                              weights_memory, activation_memory, non_torch_memory, cuda_graph_memory,
-                             (swa_full_tokens_ratio, mamba_full_memory_ratio, max_mamba_cache_size))
+                             (swa_full_tokens_ratio, mamba_full_memory_ratio, max_mamba_cache_size), engine_version)
         if solve is None:
             result = engine_result(*args, einp, opts)
         else:

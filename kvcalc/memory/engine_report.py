@@ -160,9 +160,11 @@ def engine_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link
             notes.append(f"{name}: max_model_len {einp.max_model_len:,} exceeds the {s['kv_cache_tokens']:,} "
                          "tokens of KV cache: the engine would refuse to start")
         if s["kv_groups"] > 1:
+            from kvcalc.memory.engine_vllm import logged_formula
+
             notes.append(f"{name}: hybrid KV cache manager: {s['kv_groups']} groups of {s['group_size']} layers "
                          f"with {s['padding_layers']} padding; the logged {s['kv_cache_tokens']:,} tokens = "
-                         f"blocks // groups x block size, while one request of full-attention tokens can hold "
+                         f"{logged_formula(s)}, while one request of full-attention tokens can hold "
                          f"{max_model_len_fit('vllm', s, None):,} tokens (sliding and state layers hold only a few blocks)")
     title = ("vLLM" if einp.engine == "vllm" else "SGLang") + " KV cache per GPU, as its start-up log reports it"
     main = Table("engine", title, tuple(Column(*c) for c in ENGINE_COLUMNS), tuple(rows))
