@@ -91,8 +91,13 @@ def test_nemotron_h_mamba_hybrid():
     # Mamba-2: conv 3 x (64 x 64 + 2 x 8 x 128) x 2 B = 36,864 + SSM 64 x 64 x 128 x 2 B = 1,048,576 -> 1,085,440
     gs = {g.name: g for g in att.resolve_groups(model("nemotron-3-nano-30b-a3b"))}
     assert (gs["full"].layers, gs["mamba"].layers) == (6, 23)
-    assert gs["mamba"].state_bytes_per_layer == 1_085_440
-    assert kv_bytes("nemotron-3-nano-30b-a3b", 8192) == 8192 * 6144 + 23 * 1_085_440
+    # the config names no mamba_ssm_cache_dtype: fp32, NemotronH's default in vLLM
+    # (NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype; vLLM 0.33.0 resolved float32 for this config,
+    # tests/test_engine_pins.py): SSM 64 x 64 x 128 x 4 B = 2,097,152 + conv 36,864 = 2,134,016 B
+    assert gs["mamba"].state_bytes_per_layer == 2_134_016
+    bf16 = {g.name: g for g in att.resolve_groups(model("nemotron-3-nano-30b-a3b"), att.KvOptions(state_dtype="bf16"))}
+    assert bf16["mamba"].state_bytes_per_layer == 1_085_440
+    assert kv_bytes("nemotron-3-nano-30b-a3b", 8192) == 8192 * 6144 + 23 * 2_134_016
 
 
 def test_kimi_k2_mla():

@@ -397,6 +397,11 @@ def import_config(ref: str, data: dict | None = None, origin: str | None = None,
         preset["kv_dtype"] = "fp8"
         cfg.note("KV cache in fp8: the checkpoint's kv_cache_quant_algo is FP8")
     state = cfg.get("mamba_ssm_dtype") or cfg.get("mamba_ssm_cache_dtype")
+    if state is None and any(g.get("kind") == "mamba" for g in groups) and cfg.get("model_type") == "nemotron_h":
+        # vLLM NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype (model_executor/models/config.py): 'auto'
+        # -> the config's mamba_ssm_cache_dtype, else float32; SGLang keeps SSM states in float32 by default too
+        state = "float32"
+        cfg.note("SSM state in fp32: NemotronH's default in vLLM (and SGLang's) when the config names none")
     if state is not None:
         if state not in STATE_DTYPES:
             cfg.fail("mamba_ssm_dtype", f"unknown dtype {state!r}")
