@@ -16,10 +16,14 @@ The configs are tests/fixtures/configs (their sources in that folder's README).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest import REPO
 
 from kvcalc.memory import engine_common as ec
+from kvcalc.memory.engine_report import engine_groups
+from kvcalc.memory.engine_sglang import sglang_sizing
 from kvcalc.memory.engine_vllm import vllm_sizing
 from kvcalc.model import attention as att
 from kvcalc.model import catalog
@@ -81,3 +85,60 @@ def test_gpt_oss_by_hand_and_the_older_rules():
     # 0.25: the 1x in-flight rule (async scheduling's 2x came with 0.26), the group-aware log (0.21+)
     mid = kvcalc_vllm("gpt-oss-120b", 1, engine_version="0.25.1")
     assert (mid["blocks_per_request"], mid["kv_cache_tokens"]) == (2569, int(109_226 / 2_569 * 32_768))
+
+
+# SGLang 0.5.23's figures, from the shared tool's sglang_kv.py (the real SGLang wheel; torch.cuda faked as 8 x H100):
+#     sglang_kv.py tests/fixtures/configs/NAME --tp TP --pre 80 --weights 10 --frac 0.875 --ctx 32768
+# i.e. ServerArgs(context_length=32768, mem_fraction_static=0.875, everything else SGLang's default) ->
+# KVCacheConfigurator._resolve_memory_pool_config with 80 GiB free at start and 10 GiB of weights: a budget of
+# 80 x 0.875 - 10 = 60 GiB. Row: (max_total_num_tokens, full pool tokens, sliding pool tokens (hybrid SWA only),
+# max_running_requests, max_mamba_cache_size (Mamba hybrids), page size).
+SGLANG_0_5_23 = {
+    ("gemma-3-27b", 1): (126843, None, None, 2048, None, 1),
+    ("gemma-3-27b", 8): (1014750, None, None, 4096, None, 1),
+    ("glm-5", 1): (643264, None, None, 4096, None, 64),
+    ("glm-5", 8): (643264, None, None, 4096, None, 64),
+    ("gpt-oss-120b", 1): (970903, 970903, 776722, 4096, None, 1),
+    ("gpt-oss-120b", 8): (7767229, 7767229, 6213783, 4096, None, 1),
+    ("kimi-k2", 1): (916787, None, None, 4096, None, 1),
+    ("kimi-k2", 8): (916787, None, None, 4096, None, 1),
+    ("llama-4-scout", 1): (385505, 385505, 308404, 4096, None, 1),
+    ("llama-4-scout", 8): (3084047, 3084047, 2467237, 4096, None, 1),
+    ("nemotron-3-nano-30b-a3b", 1): (5524798, None, None, 124, 620, 1),
+    ("nemotron-3-nano-30b-a3b", 8): (11039610, None, None, 994, 4972, 1),
+    ("qwen3-30b-a3b", 1): (655360, None, None, 4096, None, 1),
+    ("qwen3-30b-a3b", 8): (2621440, None, None, 4096, None, 1),
+    ("qwen3-32b", 1): (245760, None, None, 3840, None, 1),
+    ("qwen3-32b", 8): (1966080, None, None, 4096, None, 1),
+    ("qwen3-next-80b-a3b", 1): (1382704, None, None, 78, 393, 1),
+    ("qwen3-next-80b-a3b", 8): (2759906, None, None, 631, 3158, 1),
+}
+
+
+@pytest.mark.parametrize("name,tp", sorted(SGLANG_0_5_23))
+def test_sglang_0_5_23_figures_equal_the_engines_own_code(name, tp):
+    tokens, full, swa, running, mamba, page = SGLANG_0_5_23[(name, tp)]
+    model = catalog.load_model(str(CONFIGS / name / "config.json"))
+    inp = ec.EngineInputs(engine="sglang", tp=tp, total_memory_bytes=80 * GiB, mem_fraction_static=0.875,
+                          weights_bytes=10 * GiB, max_model_len=32768)
+    s = sglang_sizing(model, engine_groups("sglang", model, att.KvOptions()), catalog.load_hardware("h100-sxm"), inp)
+    split = s["swa_full_tokens_ratio"] is not None
+    assert (s["kv_cache_tokens"], s["max_num_seqs"], s["max_mamba_cache_size"], s["block_size"]) == \
+        (tokens, running, mamba, page)
+    assert (s["full_kv_cache_tokens"] if split else None, s["swa_kv_cache_tokens"] if split else None) == (full, swa)
+
+
+def test_sglang_gemma_3_is_not_hybrid_swa_and_the_multimodal_reserve():
+    # Gemma3ForConditionalGeneration is not in is_hybrid_swa_model's list: all 62 layers are full,
+    # 16 KV heads x (128 + 128) x 2 B x 62 = 507,904 B/token; 60 GiB / 507,904 = 126,843 tokens (the engine's
+    # figure above); multimodal is off by default for it (ModelConfig), so no 100 MiB reserve
+    model = catalog.load_model(str(CONFIGS / "gemma-3-27b" / "config.json"))
+    assert model.multimodal and model.architecture == "Gemma3ForConditionalGeneration"
+    inp = ec.EngineInputs(engine="sglang", tp=1, total_memory_bytes=80 * GiB, mem_fraction_static=0.875,
+                          weights_bytes=10 * GiB, max_model_len=32768)
+    s = sglang_sizing(model, engine_groups("sglang", model, att.KvOptions()), catalog.load_hardware("h100-sxm"), inp)
+    assert (s["kv_bytes_per_token_per_gpu"], s["kv_cache_tokens"]) == (507_904, 60 * GiB // 507_904)
+    # a multimodal architecture SGLang serves as one reserves 100 MiB: (60 GiB - 100 MiB) / 507,904 = 126,637
+    vl = dataclasses.replace(model, architecture="Qwen2_5_VLForConditionalGeneration")
+    s = sglang_sizing(vl, engine_groups("sglang", vl, att.KvOptions()), catalog.load_hardware("h100-sxm"), inp)
+    assert s["kv_cache_tokens"] == (60 * GiB - 100 * 2**20) // 507_904 == 126_637
