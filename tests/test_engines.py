@@ -387,3 +387,32 @@ def test_hardware_cuda_total_needs_a_source(tmp_path):
     assert rc == 2 and "cuda_total_source" in err and err.count("\n") == 1
     assert catalog.load_hardware("h100-sxm").cuda_total_bytes == pytest.approx(79.19 * GiB)
     assert catalog.load_hardware("l40s").cuda_total_bytes == pytest.approx(44.42 * GiB)
+
+
+def test_gemma4_k_eq_v_layers_store_k_and_v_under_the_engines(tmp_path):
+    # a Gemma-4-shaped config (the shapes of tests/test_config_import.py's k_eq_v case): 5 sliding layers of 16 KV
+    # heads x (256 + 256) x 2 B = 16,384 B/token, 1 global layer of 4 KV heads x 512 with attention_k_eq_v: the
+    # ideal stores one tensor (4 x 512 x 2 = 4,096 B), both engines load K into K and V slots (vLLM
+    # models/gemma4.py, SGLang models/gemma4_causal.py): 8,192 B
+    cfg = {"text_config": {"num_hidden_layers": 6, "hidden_size": 1024, "num_attention_heads": 32,
+                           "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512,
+                           "num_global_key_value_heads": 4, "attention_k_eq_v": True, "sliding_window": 1024,
+                           "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "vocab_size": 10,
+                           "intermediate_size": 64, "tie_word_embeddings": True}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    m = catalog.load_model(str(path))
+    from kvcalc.memory.engine_report import engine_groups
+
+    ideal = {g.name: g.entry_bytes for g in att.resolve_groups(m)}
+    engine = {g.name: g.entry_bytes for g in engine_groups("vllm", m, att.KvOptions())}
+    assert (ideal["full"], engine["full"], engine["sliding"]) == (4096, 8192, 16_384)
+    # vLLM's layout: sliding page 16 x 16,384 = 262,144 B, full page 16 x 8,192 = 131,072 B -> the full layer's
+    # block becomes 32 tokens (unify_kv_cache_spec_page_size); 6 groups of 1 layer; a 4,096-token request with
+    # 2 x 8,192 in flight: 5 x (ceil(min(1,023 + 16,384, 4,096) / 16) + 1) + ceil(4,096 / 32) = 5 x 257 + 128
+    s = vllm_sizing(m, engine_groups("vllm", m, att.KvOptions()), catalog.load_hardware("h100-sxm"),
+                    ec.EngineInputs(engine="vllm", total_memory_bytes=10 * GiB, gpu_memory_utilization=1.0,
+                                    weights_bytes=GiB, activation_bytes=0.0, non_torch_bytes=0.0,
+                                    max_num_batched_tokens=8192))
+    assert (s["block_sizes"], s["kv_groups"], s["block_bytes"]) == ([16, 32], 6, 262_144)
+    assert s["blocks_per_request"] == 5 * 257 + 128

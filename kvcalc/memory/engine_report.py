@@ -52,6 +52,12 @@ def engine_groups(engine: str, model: ModelPreset, opts: att.KvOptions) -> list[
     default setting is float32"), vLLM in the model dtype; --state-dtype overrides both."""
     if engine == "sglang" and opts.state_dtype is None:
         opts = replace(opts, state_dtype="fp32")
+    if any(getattr(g, "k_eq_v", False) for g in model.layer_groups):
+        # Gemma 4's attention_k_eq_v layers: both engines load K's weights into the K and the V slot of an ordinary
+        # attention layer (vLLM 0.33 model_executor/models/gemma4.py; SGLang 0.5.23 models/gemma4_causal.py), so
+        # the KV cache stores K and V: kv_heads x (head_dim + head_dim) per token, not the ideal's one tensor
+        model = replace(model, layer_groups=[replace(g, k_eq_v=False) if getattr(g, "k_eq_v", False) else g
+                                             for g in model.layer_groups])
     return att.resolve_groups(model, opts)
 
 
