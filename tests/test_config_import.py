@@ -277,14 +277,16 @@ def _imported(tmp_path, cfg):
     return catalog.load_model(str(path))
 
 
+# 5 sliding layers (16 KV heads x (256 + 256)) + 1 global layer (4 KV heads x 512, K = V stored once)
+GEMMA4_STYLE = {"text_config": {"num_hidden_layers": 6, "hidden_size": 1024, "num_attention_heads": 32,
+                                "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512,
+                                "num_global_key_value_heads": 4, "attention_k_eq_v": True, "sliding_window": 1024,
+                                "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "vocab_size": 10,
+                                "intermediate_size": 64, "tie_word_embeddings": True}}
+
+
 def test_gemma4_style_global_layers_k_eq_v(tmp_path):
-    # 5 sliding layers (16 KV heads x (256 + 256)) + 1 global layer (4 KV heads x 512, K = V stored once)
-    cfg = {"text_config": {"num_hidden_layers": 6, "hidden_size": 1024, "num_attention_heads": 32,
-                           "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512,
-                           "num_global_key_value_heads": 4, "attention_k_eq_v": True, "sliding_window": 1024,
-                           "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "vocab_size": 10,
-                           "intermediate_size": 64, "tie_word_embeddings": True}}
-    gs = {g.name: g for g in att.resolve_groups(_imported(tmp_path, cfg))}
+    gs = {g.name: g for g in att.resolve_groups(_imported(tmp_path, GEMMA4_STYLE))}
     assert gs["full"].entry_bytes == 4 * 512 * 2 == 4096          # one tensor, not K and V
     assert gs["sliding"].entry_bytes == 16 * 512 * 2 == 16_384
     assert gs["full"].q_heads == 32 and gs["full"].qk_head_dim == 512  # its own attention FLOPs shape

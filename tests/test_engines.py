@@ -394,11 +394,8 @@ def test_gemma4_k_eq_v_layers_store_k_and_v_under_the_engines(tmp_path):
     # heads x (256 + 256) x 2 B = 16,384 B/token, 1 global layer of 4 KV heads x 512 with attention_k_eq_v: the
     # ideal stores one tensor (4 x 512 x 2 = 4,096 B), both engines load K into K and V slots (vLLM
     # models/gemma4.py, SGLang models/gemma4_causal.py): 8,192 B
-    cfg = {"text_config": {"num_hidden_layers": 6, "hidden_size": 1024, "num_attention_heads": 32,
-                           "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512,
-                           "num_global_key_value_heads": 4, "attention_k_eq_v": True, "sliding_window": 1024,
-                           "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "vocab_size": 10,
-                           "intermediate_size": 64, "tie_word_embeddings": True}}
+    from test_config_import import GEMMA4_STYLE as cfg
+
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     m = catalog.load_model(str(path))
