@@ -75,6 +75,9 @@ def capacity(
         "--engine-version", help="whose rules: vLLM 0.33 and SGLang 0.5.23 by default; e.g. 0.20 for vLLM before "
         "async scheduling's 2x in-flight tokens (0.26) and the group-aware logged count (0.21)",
         rich_help_panel=E)] = None,
+    engine_log: Annotated[Optional[str], typer.Option(
+        "--engine-log", help="a vLLM or SGLang start-up log: its memory lines fill the engine inputs (flags given "
+        "win) and its KV figures are shown beside kvcalc's", rich_help_panel=E)] = None,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Requests that fit in a node's HBM after the weights, 16-token block bytes, page-in time per block.
@@ -90,6 +93,7 @@ def capacity(
       kvcalc capacity -m llama-3-8b --gpus 1 --engine vllm --total-memory 79.19GiB --weights-memory 14.08GiB \\
           --activation-memory 1.97GiB --non-torch-memory 0.07GiB --explain
       kvcalc capacity -m qwen2.5-7b --gpus 1 --engine sglang --solve max-model-len
+      kvcalc capacity -m qwen3-14b --gpus 1 --engine-log vllm-startup.log
     """
     from dataclasses import replace
 
@@ -125,6 +129,14 @@ def capacity(
     link_ref = link or hw.host_link
     loaded = [(catalog.name_of(m), catalog.load_model(m)) for m in (model or ARTICLE_MODELS)]
     args = (loaded, catalog.name_of(hardware), hw, catalog.name_of(link_ref), catalog.load_link(link_ref), inp)
+    log = None
+    if engine_log is not None:
+        from kvcalc.memory.engine_log import read_log_file
+
+        log = read_log_file(engine_log)
+        if engine not in ("ideal", log.engine):
+            raise InputError(f"--engine-log: {engine_log} is a {log.engine} log, not {engine}")
+        engine = log.engine
     if engine == "ideal" and solve is None:
         result = capacity_result(*args, opts)
     else:
@@ -139,8 +151,17 @@ def capacity(
                              max_model_len, max_num_batched_tokens, max_num_seqs, block_size, total_memory,
                              weights_memory, activation_memory, non_torch_memory, cuda_graph_memory,
                              (swa_full_tokens_ratio, mamba_full_memory_ratio, max_mamba_cache_size), engine_version)
+        if log is not None:
+            from kvcalc.memory.engine_log import apply_log, log_comparison
+
+            flags = {"total_memory_bytes": total_memory, "weights_bytes": weights_memory,
+                     "activation_bytes": activation_memory, "non_torch_bytes": non_torch_memory,
+                     "max_model_len": max_model_len, "mem_fraction_static": mem_fraction_static}
+            einp = apply_log(einp, log, {k for k, v in flags.items() if v is not None})
         if solve is None:
             result = engine_result(*args, einp, opts)
+            if log is not None:
+                result = replace(result, notes=tuple(log_comparison(log, result.rows)) + result.notes)
         else:
             solve_inp = replace(inp, context_tokens=einp.max_model_len)
             result = solve_result(*args[:5], solve_inp, einp, opts, check_solve(solve), concurrency)
