@@ -91,8 +91,13 @@ def test_nemotron_h_mamba_hybrid():
     # Mamba-2: conv 3 x (64 x 64 + 2 x 8 x 128) x 2 B = 36,864 + SSM 64 x 64 x 128 x 2 B = 1,048,576 -> 1,085,440
     gs = {g.name: g for g in att.resolve_groups(model("nemotron-3-nano-30b-a3b"))}
     assert (gs["full"].layers, gs["mamba"].layers) == (6, 23)
-    assert gs["mamba"].state_bytes_per_layer == 1_085_440
-    assert kv_bytes("nemotron-3-nano-30b-a3b", 8192) == 8192 * 6144 + 23 * 1_085_440
+    # the config names no mamba_ssm_cache_dtype: fp32, NemotronH's default in vLLM
+    # (NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype; vLLM 0.33.0 resolved float32 for this config,
+    # tests/test_engine_pins.py): SSM 64 x 64 x 128 x 4 B = 2,097,152 + conv 36,864 = 2,134,016 B
+    assert gs["mamba"].state_bytes_per_layer == 2_134_016
+    bf16 = {g.name: g for g in att.resolve_groups(model("nemotron-3-nano-30b-a3b"), att.KvOptions(state_dtype="bf16"))}
+    assert bf16["mamba"].state_bytes_per_layer == 1_085_440
+    assert kv_bytes("nemotron-3-nano-30b-a3b", 8192) == 8192 * 6144 + 23 * 2_134_016
 
 
 def test_kimi_k2_mla():
@@ -272,14 +277,16 @@ def _imported(tmp_path, cfg):
     return catalog.load_model(str(path))
 
 
+# 5 sliding layers (16 KV heads x (256 + 256)) + 1 global layer (4 KV heads x 512, K = V stored once)
+GEMMA4_STYLE = {"text_config": {"num_hidden_layers": 6, "hidden_size": 1024, "num_attention_heads": 32,
+                                "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512,
+                                "num_global_key_value_heads": 4, "attention_k_eq_v": True, "sliding_window": 1024,
+                                "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "vocab_size": 10,
+                                "intermediate_size": 64, "tie_word_embeddings": True}}
+
+
 def test_gemma4_style_global_layers_k_eq_v(tmp_path):
-    # 5 sliding layers (16 KV heads x (256 + 256)) + 1 global layer (4 KV heads x 512, K = V stored once)
-    cfg = {"text_config": {"num_hidden_layers": 6, "hidden_size": 1024, "num_attention_heads": 32,
-                           "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512,
-                           "num_global_key_value_heads": 4, "attention_k_eq_v": True, "sliding_window": 1024,
-                           "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "vocab_size": 10,
-                           "intermediate_size": 64, "tie_word_embeddings": True}}
-    gs = {g.name: g for g in att.resolve_groups(_imported(tmp_path, cfg))}
+    gs = {g.name: g for g in att.resolve_groups(_imported(tmp_path, GEMMA4_STYLE))}
     assert gs["full"].entry_bytes == 4 * 512 * 2 == 4096          # one tensor, not K and V
     assert gs["sliding"].entry_bytes == 16 * 512 * 2 == 16_384
     assert gs["full"].q_heads == 32 and gs["full"].qk_head_dim == 512  # its own attention FLOPs shape

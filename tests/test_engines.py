@@ -142,19 +142,28 @@ def test_vllm_hybrid_grouping_22_sliding_4_full():
 
 
 def test_vllm_hybrid_pool_and_logged_count():
+    # vLLM 0.20's rules (what kvcalc followed before; --engine-version 0.20): logged = blocks // groups x 16 and
+    # a sliding layer keeps W - 1 + 1 x max_num_batched_tokens
     m = hybrid(22, 4)
+    inputs = dict(engine="vllm", total_memory_bytes=10 * GiB, gpu_memory_utilization=1.0, weights_bytes=2 * GiB,
+                  activation_bytes=0.0, non_torch_bytes=0.0)
     s = vllm_sizing(m, att.resolve_groups(m), catalog.load_hardware("h100-sxm"),
-                    ec.EngineInputs(engine="vllm", total_memory_bytes=10 * GiB, gpu_memory_utilization=1.0,
-                                    weights_bytes=2 * GiB, activation_bytes=0.0, non_torch_bytes=0.0))
+                    ec.EngineInputs(**inputs, engine_version="0.20"))
     # page per layer = 16 tokens x 1 head x (256 + 256) x 2 B = 16,384 B; block = 4 layers x 16,384 = 65,536 B
     assert s["block_bytes"] == 65_536
     assert s["num_gpu_blocks"] == 8 * GiB // 65_536               # 131,072 blocks
     assert s["kv_cache_tokens"] == 131_072 // 7 * 16               # logged: blocks // groups x 16 = 299,584
     # a 4,096-token request (10 GiB < 70 GiB: 2,048 batched tokens): full group 4,096 / 16 = 256 blocks;
     # each sliding group ceil(min(511 + 2,048, 4,096) / 16) + 1 = ceil(159.9) + 1 = 161
-    assert s["max_num_batched_tokens"] == 2048
+    assert s["max_num_batched_tokens"] == 2048 and s["max_in_flight_tokens"] == 2048
     assert s["blocks_per_request"] == 256 + 6 * 161
     assert blocks_per_request(s["kgroups"], 100_000, 16, 8192) == 6250 + 6 * (544 + 1)  # ceil(8,703/16) = 544
+    # vLLM 0.33 (the default): in flight 2 x 2,048 = 4,096 tokens (async scheduling, VllmConfig.max_in_flight_tokens)
+    # -> each sliding group ceil(min(511 + 4,096, 4,096) / 16) + 1 = 257; 256 + 6 x 257 = 1,798 blocks per request;
+    # logged int(131,072 / 1,798 x 4,096) = int(298,593.6) = 298,593 (get_kv_cache_capacity)
+    s = vllm_sizing(m, att.resolve_groups(m), catalog.load_hardware("h100-sxm"), ec.EngineInputs(**inputs))
+    assert (s["num_gpu_blocks"], s["max_in_flight_tokens"], s["blocks_per_request"]) == (131_072, 4096, 1798)
+    assert s["kv_cache_tokens"] == 298_593
 
 
 def test_tp_shards_gqa_and_replicates_mla():
@@ -241,17 +250,20 @@ def test_vllm_page_enlargement_for_a_linear_attention_hybrid():
     s = vllm_sizing(m, att.resolve_groups(m), catalog.load_hardware("h200-sxm"),
                     ec.EngineInputs(engine="vllm", tp=1))
     # attention: 2 x 2 heads x 256 x 2 B = 2,048 B per token per layer; state 1,097,728 B per layer
-    # (3 x 8,192 x 2 B conv + 32 x 128 x 128 x 2 B recurrent); block = 16 x ceil(1,097,728 / (16 x 2,048))
-    # = 16 x ceil(33.5) = 544 tokens; page = 544 x 2,048 = 1,114,112 B (state padded by 1.49%)
+    # (3 x 8,192 x 2 B conv + 32 x 128 x 128 x 2 B recurrent). Prefix caching on -> mamba_cache_mode 'align':
+    # the kernel block 16 is lcm'ed with Gated DeltaNet's checkpoint alignment 64 (_align_hybrid_block_size);
+    # block = 64 x ceil(1,097,728 / (64 x 2,048)) = 64 x ceil(8.375) = 576 tokens; page = 576 x 2,048 =
+    # 1,179,648 B (state padded by 7.46%). vLLM 0.33's own code gives the same (tests/test_engine_pins.py).
     assert s["state_page_bytes"] == 1_097_728
-    assert s["block_size"] == 544 and s["page_bytes"] == 1_114_112
+    assert s["block_size"] == 576 and s["page_bytes"] == 1_179_648
     # groups: min(12, 36) = 12 (36 >= 1.5 x 12): full 1 group + linear 3 groups, no padding
     assert (s["group_size"], s["kv_groups"], s["padding_layers"]) == (12, 4, 0)
-    assert s["block_bytes"] == 12 * 1_114_112
-    # a 4,096-token request: ceil(4,096 / 544) = 8 attention blocks + 1 block in each of 3 state groups
-    assert s["blocks_per_request"] == 11
-    # the log's count is blocks // 4 groups x 544; one request's attention alone could use all but 3 blocks
-    assert s["kv_cache_tokens"] == s["num_gpu_blocks"] // 4 * 544
+    assert s["block_bytes"] == 12 * 1_179_648
+    # a 4,096-token request: ceil(4,096 / 576) = 8 attention blocks + 3 blocks (2 + 1 prefill checkpoint, align
+    # mode) in each of 3 state groups
+    assert s["blocks_per_request"] == 8 + 3 * 3
+    # the log's count: int(blocks / 17 x 4,096) (vLLM 0.21+ get_kv_cache_capacity)
+    assert s["kv_cache_tokens"] == int(s["num_gpu_blocks"] / 17 * 4096)
 
 
 def test_api_engine_result_equals_the_cli_json():
@@ -375,3 +387,29 @@ def test_hardware_cuda_total_needs_a_source(tmp_path):
     assert rc == 2 and "cuda_total_source" in err and err.count("\n") == 1
     assert catalog.load_hardware("h100-sxm").cuda_total_bytes == pytest.approx(79.19 * GiB)
     assert catalog.load_hardware("l40s").cuda_total_bytes == pytest.approx(44.42 * GiB)
+
+
+def test_gemma4_k_eq_v_layers_store_k_and_v_under_the_engines(tmp_path):
+    # a Gemma-4-shaped config (the shapes of tests/test_config_import.py's k_eq_v case): 5 sliding layers of 16 KV
+    # heads x (256 + 256) x 2 B = 16,384 B/token, 1 global layer of 4 KV heads x 512 with attention_k_eq_v: the
+    # ideal stores one tensor (4 x 512 x 2 = 4,096 B), both engines load K into K and V slots (vLLM
+    # models/gemma4.py, SGLang models/gemma4_causal.py): 8,192 B
+    from test_config_import import GEMMA4_STYLE as cfg
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    m = catalog.load_model(str(path))
+    from kvcalc.memory.engine_report import engine_groups
+
+    ideal = {g.name: g.entry_bytes for g in att.resolve_groups(m)}
+    engine = {g.name: g.entry_bytes for g in engine_groups("vllm", m, att.KvOptions())}
+    assert (ideal["full"], engine["full"], engine["sliding"]) == (4096, 8192, 16_384)
+    # vLLM's layout: sliding page 16 x 16,384 = 262,144 B, full page 16 x 8,192 = 131,072 B -> the full layer's
+    # block becomes 32 tokens (unify_kv_cache_spec_page_size); 6 groups of 1 layer; a 4,096-token request with
+    # 2 x 8,192 in flight: 5 x (ceil(min(1,023 + 16,384, 4,096) / 16) + 1) + ceil(4,096 / 32) = 5 x 257 + 128
+    s = vllm_sizing(m, engine_groups("vllm", m, att.KvOptions()), catalog.load_hardware("h100-sxm"),
+                    ec.EngineInputs(engine="vllm", total_memory_bytes=10 * GiB, gpu_memory_utilization=1.0,
+                                    weights_bytes=GiB, activation_bytes=0.0, non_torch_bytes=0.0,
+                                    max_num_batched_tokens=8192))
+    assert (s["block_sizes"], s["kv_groups"], s["block_bytes"]) == ([16, 32], 6, 262_144)
+    assert s["blocks_per_request"] == 5 * 257 + 128

@@ -202,6 +202,10 @@ ENGINE_MODELS = ["llama-3-8b", "qwen3-8b", "qwen2.5-7b", "gemma-3-27b", "gpt-oss
                  "deepseek-v3", "llama-4-scout", "nemotron-3-nano-30b-a3b", "deepseek-v4-flash"]
 
 
+ENGINE_LOGS = [str(REPO / "tests" / "fixtures" / "logs" / n) for n in
+               ("vllm-qwen3-14b-lmcache-1739.log", "vllm-llama-3.1-8b-3090-issue-10517.log")]
+
+
 def engine_options(g: Gen):
     """capacity --engine (issue 11): the engine, its log inputs as sizes, the hybrid pools, --solve."""
     g.opt("--engine", ["vllm", "sglang", "ideal"], ["", "VLLM", "trt", "é"], p=1)
@@ -221,6 +225,9 @@ def engine_options(g: Gen):
     g.opt("--solve", ["max-model-len", "max-concurrency", "gpu-memory-utilization", "mem-fraction-static"],
           ["", "x", "max_model_len "], p=0.3)
     g.opt("--concurrency", ["1", "64", "1000"], p=0.2)
+    g.opt("--engine-version", ["0.33", "0.20", "0.25.1", "v0.5.23"], ["", "x", "0", "1.2.3.4", "0.33.0rc1", "é"],
+          p=0.15)
+    g.opt("--engine-log", ENGINE_LOGS, hostile_files(g.files) + ["", "nosuch.log"], p=0.1)
 
 
 def gen_blocks(g: Gen):

@@ -72,6 +72,13 @@ def capacity(
     max_mamba_cache_size: Annotated[Optional[int], typer.Option(
         "--max-mamba-cache-size", help=f"SGLang: state slots, instead of the ratio (0 to {MAX_REQUESTS:,})",
         rich_help_panel=E)] = None,
+    engine_version: Annotated[Optional[str], typer.Option(
+        "--engine-version", help="whose rules: vLLM 0.33 and SGLang 0.5.23 by default; e.g. 0.20 for vLLM before "
+        "async scheduling's 2x in-flight tokens (0.26) and the group-aware logged count (0.21)",
+        rich_help_panel=E)] = None,
+    engine_log: Annotated[Optional[str], typer.Option(
+        "--engine-log", help="a vLLM or SGLang start-up log: its memory lines fill the engine inputs (flags given "
+        "win) and its KV figures are shown beside kvcalc's", rich_help_panel=E)] = None,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Requests that fit in a node's HBM after the weights, 16-token block bytes, page-in time per block.
@@ -87,6 +94,7 @@ def capacity(
       kvcalc capacity -m llama-3-8b --gpus 1 --engine vllm --total-memory 79.19GiB --weights-memory 14.08GiB \\
           --activation-memory 1.97GiB --non-torch-memory 0.07GiB --explain
       kvcalc capacity -m qwen2.5-7b --gpus 1 --engine sglang --solve max-model-len
+      kvcalc capacity -m qwen3-14b --gpus 1 --engine-log vllm-startup.log
     """
     from dataclasses import replace
 
@@ -113,6 +121,14 @@ def capacity(
     from kvcalc.cli.engine_opts import check_sglang_pools
 
     check_sglang_pools(swa_full_tokens_ratio, mamba_full_memory_ratio, max_mamba_cache_size)
+    log = None
+    if engine_log is not None:
+        from kvcalc.memory.engine_log import read_log_file
+
+        log = read_log_file(engine_log)
+        if engine not in ("ideal", log.engine):
+            raise InputError(f"--engine-log: {engine_log} is a {log.engine} log, not {engine}")
+        engine = log.engine
     refuse_without_engine(ctx, engine, solve)  # after the bounds: a 400-digit value is absurd before unused
     inp = CapacityInputs(
         gpus=gpus, context_tokens=parse_tokens(context, "--context"),
@@ -139,9 +155,18 @@ def capacity(
         einp = engine_inputs(engine, gpus, inp.context_tokens, gpu_memory_utilization, mem_fraction_static,
                              max_model_len, max_num_batched_tokens, max_num_seqs, block_size, total_memory,
                              weights_memory, activation_memory, non_torch_memory, cuda_graph_memory,
-                             (swa_full_tokens_ratio, mamba_full_memory_ratio, max_mamba_cache_size))
+                             (swa_full_tokens_ratio, mamba_full_memory_ratio, max_mamba_cache_size), engine_version)
+        if log is not None:
+            from kvcalc.memory.engine_log import apply_log, log_comparison
+
+            flags = {"total_memory_bytes": total_memory, "weights_bytes": weights_memory,
+                     "activation_bytes": activation_memory, "non_torch_bytes": non_torch_memory,
+                     "max_model_len": max_model_len, "mem_fraction_static": mem_fraction_static}
+            einp = apply_log(einp, log, {k for k, v in flags.items() if v is not None})
         if solve is None:
             result = engine_result(*args, einp, opts)
+            if log is not None:
+                result = replace(result, notes=tuple(log_comparison(log, result.rows)) + result.notes)
         else:
             solve_inp = replace(inp, context_tokens=einp.max_model_len)
             result = solve_result(*args[:5], solve_inp, einp, opts, check_solve(solve), concurrency)

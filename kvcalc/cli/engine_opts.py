@@ -30,7 +30,8 @@ def check_sglang_pools(swa_ratio, mamba_ratio, mamba_size):
 
 def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_fraction_static, max_model_len,
                   max_num_batched_tokens, max_num_seqs, block_size, total_memory, weights_memory,
-                  activation_memory, non_torch_memory, cuda_graph_memory, sglang_pools=(None, None, None)):
+                  activation_memory, non_torch_memory, cuda_graph_memory, sglang_pools=(None, None, None),
+                  engine_version=None):
     """The flags as an EngineInputs (None = estimate from the presets); bad values name their flag.
     ``sglang_pools``: (--swa-full-tokens-ratio, --mamba-full-memory-ratio, --max-mamba-cache-size)."""
     from kvcalc.memory.engine_common import ENGINES, EngineInputs
@@ -53,6 +54,10 @@ def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_frac
     if block_size is not None:
         check_positive(block_size, "--block-size", limit=MAX_BLOCK_TOKENS)
     swa_ratio, mamba_ratio, mamba_size = check_sglang_pools(*sglang_pools)
+    if engine_version is not None:
+        from kvcalc.memory.engine_common import parse_version
+
+        parse_version(engine_version)
     return EngineInputs(
         engine=engine, tp=gpus,
         max_model_len=parse_tokens(max_model_len, "--max-model-len") if max_model_len else context_tokens,
@@ -68,7 +73,8 @@ def engine_inputs(engine, gpus, context_tokens, gpu_memory_utilization, mem_frac
         activation_bytes=size(activation_memory, "--activation-memory", True),
         non_torch_bytes=size(non_torch_memory, "--non-torch-memory", True),
         cuda_graph_bytes=size(cuda_graph_memory, "--cuda-graph-memory", True),
-        swa_full_tokens_ratio=swa_ratio, mamba_full_memory_ratio=mamba_ratio, max_mamba_cache_size=mamba_size)
+        swa_full_tokens_ratio=swa_ratio, mamba_full_memory_ratio=mamba_ratio, max_mamba_cache_size=mamba_size,
+        engine_version=str(engine_version).strip() if engine_version is not None else None)
 
 
 def refuse_without_engine(ctx, engine: str, solve: Optional[str]) -> None:
@@ -88,7 +94,7 @@ def refuse_without_engine(ctx, engine: str, solve: Optional[str]) -> None:
 ENGINE_INPUTS = ("gpu-memory-utilization", "mem-fraction-static", "max-model-len", "max-num-batched-tokens",
                  "max-num-seqs", "block-size", "total-memory", "weights-memory", "activation-memory",
                  "non-torch-memory", "cuda-graph-memory", "swa-full-tokens-ratio", "mamba-full-memory-ratio",
-                 "max-mamba-cache-size")
+                 "max-mamba-cache-size", "engine-version")
 _INTS = ("max-num-seqs", "block-size", "max-mamba-cache-size")
 _FLOATS = ("swa-full-tokens-ratio", "mamba-full-memory-ratio")
 
@@ -137,7 +143,7 @@ def engine_input_sets(engine: Optional[str], sets: Optional[list[str]]):
                              numbers.get("block-size"), v("total-memory"), v("weights-memory"),
                              v("activation-memory"), v("non-torch-memory"), v("cuda-graph-memory"),
                              (numbers.get("swa-full-tokens-ratio"), numbers.get("mamba-full-memory-ratio"),
-                              numbers.get("max-mamba-cache-size")))
+                              numbers.get("max-mamba-cache-size")), v("engine-version"))
     except InputError as e:  # name the input as the user wrote it: "--engine-input total-memory: ..."
         if e.message.startswith("--"):
             e.message = "--engine-input " + e.message[2:]

@@ -192,10 +192,10 @@ def engine_note(name: str, groups: list[att.GroupLayout], engine: str) -> str:
     if engine == "sglang":
         return f"{name}: SGLang pages single tokens (page size 1): no block overhead, no last-block waste"
     from kvcalc.memory.engine_common import check_engine_groups
-    from kvcalc.memory.engine_vllm import DEFAULT_BLOCK_SIZE, block_layout
+    from kvcalc.memory.engine_vllm import block_layout
 
     check_engine_groups(groups, engine)
-    lay = block_layout(groups, 1, DEFAULT_BLOCK_SIZE)
+    lay = block_layout(groups, 1, None)
     grouping = (f"{lay['kv_groups']} KV-cache groups of {lay['group_size']} layers ({lay['padding_layers']} "
                 f"padding), one block table each (--tables {lay['kv_groups']})" if lay["kv_groups"] > 1
                 else "one KV-cache group")

@@ -66,6 +66,7 @@ class EngineInputs:
     swa_full_tokens_ratio: Optional[float] = None   # SGLang: sliding pool tokens / full pool tokens (0.8)
     mamba_full_memory_ratio: Optional[float] = None  # SGLang: state pool / attention pool memory (0.9)
     max_mamba_cache_size: Optional[int] = None       # SGLang: state slots, instead of the ratio
+    engine_version: Optional[str] = None             # whose rules: e.g. "0.20" (default vLLM 0.33, SGLang 0.5.23)
 
 
 @dataclass(frozen=True)
@@ -198,10 +199,34 @@ def check_engine_groups(groups: list[att.GroupLayout], engine: str) -> None:
     Mamba layers next to attention; raise on the others."""
     from kvcalc.out.errors import InputError
 
-    known = ("full", "sliding", "mla", "dsa", "flat") + att.RECURRENT_KINDS
+    known = ("full", "sliding", "chunked", "mla", "dsa", "flat") + att.RECURRENT_KINDS
     for g in groups:
         if g.kind not in known:
             raise InputError(f"--engine {engine}: {g.kind} layers ({g.name}) are not modelled by the engine "
                              "sizing yet; use --engine ideal")
     if all(g.kind in att.RECURRENT_KINDS for g in groups):
         raise InputError(f"--engine {engine}: a model without attention layers is not modelled; use --engine ideal")
+
+
+# The engine versions whose rules kvcalc follows by default (tools/engine-sizing runs these)
+DEFAULT_VERSIONS = {"vllm": (0, 33, 0), "sglang": (0, 5, 23)}
+
+
+def parse_version(text: str, flag: str = "--engine-version") -> tuple:
+    """'0.33', 'v0.20.1' -> (0, 33), (0, 20, 1); anything else is one-line bad input naming ``flag``."""
+    import re
+
+    from kvcalc.out.errors import InputError
+
+    t = str(text).strip()
+    m = re.fullmatch(r"v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?", t)
+    if not m:
+        raise InputError(f"{flag}: {t[:40]!r} is not a version like 0.33 or 0.20.1")
+    return tuple(int(p) for p in m.groups() if p is not None)
+
+
+def engine_version(inp: EngineInputs) -> tuple:
+    """The engine version whose rules apply: given, else the default for the engine."""
+    if inp.engine_version:
+        return parse_version(inp.engine_version)
+    return DEFAULT_VERSIONS.get(inp.engine, (0, 33, 0))

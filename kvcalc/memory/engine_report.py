@@ -53,6 +53,12 @@ def engine_groups(engine: str, model: ModelPreset, opts: att.KvOptions) -> list[
     default setting is float32"), vLLM in the model dtype; --state-dtype overrides both."""
     if engine == "sglang" and opts.state_dtype is None:
         opts = replace(opts, state_dtype="fp32")
+    if any(getattr(g, "k_eq_v", False) for g in model.layer_groups):
+        # Gemma 4's attention_k_eq_v layers: both engines load K's weights into the K and the V slot of an ordinary
+        # attention layer (vLLM 0.33 model_executor/models/gemma4.py; SGLang 0.5.23 models/gemma4_causal.py), so
+        # the KV cache stores K and V: kv_heads x (head_dim + head_dim) per token, not the ideal's one tensor
+        model = replace(model, layer_groups=[replace(g, k_eq_v=False) if getattr(g, "k_eq_v", False) else g
+                                             for g in model.layer_groups])
     return att.resolve_groups(model, opts)
 
 
@@ -161,9 +167,11 @@ def engine_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link
             notes.append(f"{name}: max_model_len {einp.max_model_len:,} exceeds the {s['kv_cache_tokens']:,} "
                          "tokens of KV cache: the engine would refuse to start")
         if s["kv_groups"] > 1:
+            from kvcalc.memory.engine_vllm import logged_formula
+
             notes.append(f"{name}: hybrid KV cache manager: {s['kv_groups']} groups of {s['group_size']} layers "
                          f"with {s['padding_layers']} padding; the logged {s['kv_cache_tokens']:,} tokens = "
-                         f"blocks // groups x block size, while one request of full-attention tokens can hold "
+                         f"{logged_formula(s)}, while one request of full-attention tokens can hold "
                          f"{max_model_len_fit('vllm', s, None):,} tokens (sliding and state layers hold only a few blocks)")
     title = ("vLLM" if einp.engine == "vllm" else "SGLang") + " KV cache per GPU, as its start-up log reports it"
     main = Table("engine", title, tuple(Column(*c) for c in ENGINE_COLUMNS), tuple(rows))

@@ -1,32 +1,31 @@
 """What SGLang allocates for the KV cache: its token pool, reproduced term by term.
 
-Follows SGLang v0.4.x-v0.5.x (model_runner.py / model_runner_kv_cache_mixin.py profile_max_num_token,
-handle_max_mamba_cache, set_num_tokens_hybrid_swa; server_args.py defaults; sgl-project/sglang
-python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py at commit 001ccef0072a4537d4ec6bdd50a73e6feb2c907d,
-the same split as pool_configurator.py's HybridSWAPoolConfigurator at 003fca8027387a3d6565b2c08e497e3020ac6211):
+Follows SGLang 0.5.23 (the version tools/engine-sizing runs: mem_cache/kv_cache_configurator.py
+_profile_available_bytes, _handle_max_mamba_cache, resolve_max_num_reqs; model_executor/pool_configurator.py
+DefaultPoolConfigurator / HybridSWAPoolConfigurator; configs/model_config.py is_hybrid_swa_model):
 
   rest = free memory after loading the weights - free memory at start x (1 - mem_fraction_static)
-       = free at start x mem_fraction_static - weights          (the weights are what loading took)
-  max_total_num_tokens = floor(rest / cell_size), cell_size = bytes per token of every attention layer on this GPU
+         - 100 MiB for a multimodal model SGLang serves as one (mm_runtime_reservation_gb)
+  max_total_num_tokens = floor(rest / cell_size) rounded down to whole pages, cell_size = bytes per token of every
+         attention layer on this GPU; page 64 tokens for DSA (sparse MLA), else 1
 
-Page size 1 (no block rounding). Activations and CUDA graphs live in the (1 - mem_fraction_static) share
-and are not subtracted. Default mem_fraction_static by TP size: 0.88 (1), 0.87 (>= 2), 0.85 (>= 4),
-0.81 (>= 8), 0.79 (>= 16). "Free memory at start" defaults to the CUDA total minus non-torch memory.
+Activations and CUDA graphs live in the (1 - mem_fraction_static) share and are not subtracted. Default
+mem_fraction_static by TP size: 0.88 (1), 0.87 (>= 2), 0.85 (>= 4), 0.81 (>= 8), 0.79 (>= 16) (v0.4.x's table;
+0.5.23 derives it from reserved memory, not modelled: give --mem-fraction-static). "Free memory at start"
+defaults to the CUDA total minus non-torch memory.
 
 Separate pools for hybrids:
-- Sliding + full attention (hybrid SWA): the profile's memory, max_total_num_tokens x (F n_full + S n_swa), is split
-  so the sliding pool holds r = swa_full_tokens_ratio (default 0.8) times the full pool's tokens:
-  full_tokens = int(memory / (F n_full + r S n_swa)), swa_tokens = int(full_tokens x r) (F, S: one layer's bytes per
-  token). The log's count is full_tokens. A request keeps about min(L, W) tokens in the sliding pool (SGLang frees
-  tokens that leave the window, every few steps). This holds for the architectures SGLang marks hybrid SWA
-  (model_config.is_hybrid_swa, e.g. Gemma 2/3, gpt-oss, Command-R, MiMo); for others it sizes every layer as full,
-  which --swa-full-tokens-ratio 1 reproduces (then full_tokens = swa_tokens = the profiled tokens).
-- Mamba / linear attention: a state pool first takes ratio / (1 + ratio) of the rest (mamba_full_memory_ratio,
-  default 0.9), max_mamba_cache_size = floor(that / state bytes of one request), unless --max-mamba-cache-size
-  sets it; the attention pool gets what is left, its cell counting the attention layers only. With the radix cache
-  on, running requests are capped at max_mamba_cache_size // 3.
+- Sliding + full attention, for the architectures SGLang marks hybrid SWA (gpt-oss, Llama 4 whose chunked layers
+  count as sliding, Gemma 4, MiMo; not Gemma 3, which it sizes as all-full): full_tokens = floor(rest /
+  (F n_full + r S n_swa)), swa_tokens = int(full_tokens x r), r = swa_full_tokens_ratio (0.8). The log's count is
+  full_tokens. A request keeps about min(L, W) tokens in the sliding pool.
+- Mamba / linear attention: the state budget is ratio / (1 + ratio) of the rest (mamba_full_memory_ratio 0.9);
+  max_mamba_cache_size K = (budget - one slot) // slot, or --max-mamba-cache-size; the pool holds K + 1 slots
+  (a padding slot); the attention pool gets what is left, its cell counting the attention layers only.
+- Running requests: min(int(tokens / context_len x 512) clamped to 2,048..4,096, tokens // 2), and at most K // 5
+  for Mamba hybrids (3 slots + 2 of the radix cache's extra buffer under the overlap scheduler).
 Not modelled: speculative-decoding draft pools, the SWA chunk cache sized from max_running_requests (radix cache
-off), Llama 4's chunked-attention split, DeepSeek V4's compressed pools.
+off), DeepSeek V4's compressed pools.
 """
 
 from __future__ import annotations
@@ -59,15 +58,42 @@ def free_at_start(hw: HardwarePreset, inp: ec.EngineInputs) -> ec.Resolved:
 
 SWA_FULL_TOKENS_RATIO = 0.8        # server_args swa_full_tokens_ratio
 MAMBA_FULL_MEMORY_RATIO = 0.9      # server_args mamba_full_memory_ratio
-MAMBA_CACHE_PER_RUNNING_REQUEST = 3  # MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (radix cache on)
+MAMBA_CACHE_PER_RUNNING_REQUEST = 5  # _calculate_mamba_ratio: 3 + 2 extra-buffer slots (radix cache, overlap)
+DSA_PAGE_SIZE = 64                 # server_args: DSA (NSA) backends page 64 tokens
+MM_RESERVE_BYTES = 100 * 2**20     # mm_runtime_reservation_gb: SGLANG_VLM_CACHE_SIZE_MB 100 for multimodal models
 
 
-def _cells(groups: list[att.GroupLayout], tp: int) -> tuple[float, float, Optional[int]]:
-    """(full-pool bytes per token, sliding-pool bytes per token, the smallest window) on one TP rank [B, tokens]."""
+# configs/model_config.py is_hybrid_swa_model (SGLang 0.5.23): the architectures that get a separate sliding pool
+# (of those kvcalc describes; gpt-oss is one of its SWA_SINK_ARCHS). Others, Gemma 3 among them, size every layer
+# as full. A preset without an architecture keeps the split whenever it has sliding and full layers.
+HYBRID_SWA_ARCHS = ("GptOssForCausalLM", "Llama4ForConditionalGeneration", "Gemma4ForCausalLM",
+                    "Gemma4ForConditionalGeneration", "MiMoV2FlashForCausalLM", "DeepseekV4ForCausalLM")
+# ModelConfig: multimodal is off by default for these wrappers (no 100 MiB reserve)
+MM_DISABLED_ARCHS = ("Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                     "Step3VLForConditionalGeneration", "InklingForConditionalGeneration")
+
+
+def hybrid_swa(model: ModelPreset) -> bool:
+    """Whether SGLang gives this model a separate sliding pool (is_hybrid_swa_model)."""
+    return model.architecture is None or model.architecture in HYBRID_SWA_ARCHS
+
+
+def multimodal_reserve(model: ModelPreset) -> float:
+    """mm_runtime_reservation_gb: 100 MiB off the KV budget for a multimodal model SGLang serves as one [B]."""
+    return MM_RESERVE_BYTES if model.multimodal and model.architecture not in MM_DISABLED_ARCHS else 0.0
+
+
+def _cells(groups: list[att.GroupLayout], tp: int, split: bool = True) -> tuple[float, float, Optional[int]]:
+    """(full-pool bytes per token, sliding-pool bytes per token, the smallest window) on one TP rank [B, tokens].
+    Llama 4's chunked layers go to the sliding pool, their chunk as the window (SGLang treats them as SWA);
+    ``split`` False puts every layer in the full pool."""
+    def local(g):
+        return split and g.kind in ("sliding", "chunked")
+
     full = sum(g.layers * ec.page_bytes_per_token(g, tp) for g in groups
-               if g.kind != "sliding" and g.kind not in att.RECURRENT_KINDS)
-    swa = sum(g.layers * ec.page_bytes_per_token(g, tp) for g in groups if g.kind == "sliding")
-    window = min((g.window_tokens for g in groups if g.kind == "sliding"), default=None)
+               if not local(g) and g.kind not in att.RECURRENT_KINDS)
+    swa = sum(g.layers * ec.page_bytes_per_token(g, tp) for g in groups if local(g))
+    window = min((g.window_tokens or g.chunk_tokens for g in groups if local(g)), default=None)
     return full, swa, window
 
 
@@ -79,15 +105,34 @@ def mamba_state_bytes_per_request(groups: list[att.GroupLayout], tp: int) -> flo
 
 
 def mamba_pool(rest: float, per_req: float, inp: ec.EngineInputs) -> tuple[int, float]:
-    """(max_mamba_cache_size [requests], bytes the state pool takes [B]) out of ``rest`` [B]."""
+    """(max_mamba_cache_size [requests], bytes the state pool takes [B]) out of ``rest`` [B]
+    (KVCacheConfigurator._handle_max_mamba_cache, SGLang 0.5.23): the ratio's budget
+    rest x ratio / (1 + ratio) gives K = (budget - one slot) // slot slots, and the pool holds K + 1 (its padding
+    slot), as does a given --max-mamba-cache-size."""
     if not per_req:
         return 0, 0.0
     if inp.max_mamba_cache_size is not None:
         size = inp.max_mamba_cache_size
     else:
         ratio = inp.mamba_full_memory_ratio or MAMBA_FULL_MEMORY_RATIO
-        size = max(0, int(rest * ratio / (1 + ratio) // per_req))
-    return size, size * per_req
+        size = max(0, int((rest * ratio / (1 + ratio) - per_req) // per_req))
+    return size, (size + 1) * per_req
+
+
+def max_running_requests(tokens: int, context_len: int, mamba_size: Optional[int]) -> int:
+    """KVCacheConfigurator.resolve_max_num_reqs (SGLang 0.5.23): min(int(tokens / context_len x 512) clamped to
+    2,048..4,096, tokens // 2), then at most max_mamba_cache_size // 5 for Mamba/linear hybrids (the state slots a
+    request takes with the radix cache's extra buffer under the overlap scheduler: 3 + 2) [requests]."""
+    estimated = max(min(int(tokens / context_len * 512), 4096), 2048)
+    n = min(estimated, tokens // 2)
+    if mamba_size is not None:
+        n = min(n, mamba_size // MAMBA_CACHE_PER_RUNNING_REQUEST)
+    return n
+
+
+def page_size(groups: list[att.GroupLayout]) -> int:
+    """SGLang's page size [tokens]: 64 for DSA (sparse MLA) models, else 1 (server_args)."""
+    return DSA_PAGE_SIZE if any(g.kind == "dsa" for g in groups) else 1
 
 
 def sglang_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwarePreset,
@@ -97,36 +142,39 @@ def sglang_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: Hardwar
     free = free_at_start(hw, inp)
     frac = inp.mem_fraction_static or default_mem_fraction(inp.tp)
     w = ec.weights(model, inp)
-    rest = (free.value - w.value) - free.value * (1 - frac)
+    # _profile_available_bytes: free after loading - free at start x (1 - mem_fraction_static) - multimodal reserve
+    mm = multimodal_reserve(model)
+    rest = (free.value - w.value) - free.value * (1 - frac) - mm
     per_req = mamba_state_bytes_per_request(groups, inp.tp)
     mamba_size, mamba_bytes = mamba_pool(rest, per_req, inp)
     kv_rest = rest - mamba_bytes
-    full_cell, swa_cell, window = _cells(groups, inp.tp)
+    full_cell, swa_cell, window = _cells(groups, inp.tp, hybrid_swa(model))
     cell = full_cell + swa_cell
-    tokens = max(0, math.floor(kv_rest / cell)) if cell else 0
+    page = page_size(groups)
     ratio = inp.swa_full_tokens_ratio or SWA_FULL_TOKENS_RATIO
-    if swa_cell and full_cell:  # the hybrid SWA split: same memory, r x the full pool's tokens in the sliding pool
-        full_tokens = int(tokens * cell / (full_cell + ratio * swa_cell))
-        swa_tokens = int(full_tokens * ratio)
-    else:
+    split = bool(swa_cell and full_cell)
+    if split:  # HybridSWAPoolConfigurator: one floor over F + r S, the sliding pool int(full x r)
+        full_tokens = max(0, math.floor(kv_rest / (full_cell + ratio * swa_cell))) // page * page
+        swa_tokens = int(full_tokens * ratio) // page * page
+        tokens = full_tokens
+    else:  # DefaultPoolConfigurator: rest // cell, rounded down to whole pages (_apply_token_constraints)
+        tokens = (max(0, math.floor(kv_rest / cell)) // page * page) if cell else 0
         full_tokens, swa_tokens = (tokens, 0) if full_cell else (0, tokens)
     logged = full_tokens if full_cell else swa_tokens
     pool = full_tokens * full_cell + swa_tokens * swa_cell  # what the attention pools take [B]
     s = {
         "engine": "sglang", "terms": {"total": free, "weights": w}, "mem_fraction_static": frac,
-        "block_size": 1, "kv_cache_memory_bytes": rest, "kv_bytes_per_token_per_gpu": cell, "pool_bytes": pool,
-        "block_bytes": cell, "num_gpu_blocks": logged, "kv_cache_tokens": logged, "kv_groups": 1,
+        "block_size": page, "kv_cache_memory_bytes": rest, "kv_bytes_per_token_per_gpu": cell, "pool_bytes": pool,
+        "block_bytes": cell * page, "num_gpu_blocks": logged // page, "kv_cache_tokens": logged, "kv_groups": 1,
         "padding_layers": 0, "full_cell_bytes": full_cell, "swa_cell_bytes": swa_cell, "window_tokens": window,
-        "swa_full_tokens_ratio": ratio if swa_cell and full_cell else None, "profiled_tokens": tokens,
-        "full_kv_cache_tokens": full_tokens, "swa_kv_cache_tokens": swa_tokens,
+        "swa_full_tokens_ratio": ratio if split else None, "profiled_tokens": tokens,
+        "full_kv_cache_tokens": full_tokens, "swa_kv_cache_tokens": swa_tokens, "multimodal_reserve_bytes": mm,
         "mamba_state_bytes_per_request": per_req, "max_mamba_cache_size": mamba_size if per_req else None,
         "mamba_pool_bytes": mamba_bytes, "mamba_size_given": inp.max_mamba_cache_size is not None,
         "mamba_full_memory_ratio": inp.mamba_full_memory_ratio or MAMBA_FULL_MEMORY_RATIO,
     }
     s["max_concurrency"] = sglang_fits(s, inp.max_model_len, exact=True)
-    if per_req:  # init_memory: max_num_reqs = min(max(int(tokens / context_len x 512), 2048), 4096), then the cap
-        default = min(max(int(logged / inp.max_model_len * 512), 2048), 4096)
-        s["max_num_seqs"] = min(default, mamba_size // MAMBA_CACHE_PER_RUNNING_REQUEST)
+    s["max_num_seqs"] = max_running_requests(logged, inp.max_model_len, mamba_size if per_req else None)
     return s
 
 
@@ -159,22 +207,27 @@ def sglang_longest(sizing: dict) -> int:
 
 def sglang_required_fraction(sizing: dict, tokens: int, requests: int) -> float:
     """mem_fraction_static that serves ``requests`` requests of ``tokens`` tokens [0..]: the attention pools they
-    need (the sliding pool tied to the full pool by r), plus the state pool, plus the weights, over free memory."""
-    full, swa, r = sizing["full_cell_bytes"], sizing["swa_cell_bytes"], sizing["swa_full_tokens_ratio"]
-    need = requests * tokens
-    if swa and full:  # the profiled tokens whose split gives the full pool enough (int() truncates: step up)
-        full_tokens = max(need, math.ceil(requests * min(tokens, sizing["window_tokens"]) / r))
-        profiled = math.ceil(full_tokens * (full + r * swa) / (full + swa))
-        while int(profiled * (full + swa) / (full + r * swa)) < full_tokens:
-            profiled += 1
-        kv = profiled * (full + swa)
+    need (the sliding pool tied to the full pool by r, whole pages), plus the state pool, the multimodal reserve
+    and the weights, over free memory."""
+    full, swa, r, page = (sizing["full_cell_bytes"], sizing["swa_cell_bytes"], sizing["swa_full_tokens_ratio"],
+                          sizing["block_size"])
+    window_need = requests * min(tokens, sizing["window_tokens"] or tokens)
+    if swa and full:  # full pool F_t with floor(kv / (F + r S)) >= F_t and int(F_t x r) // page x page >= window_need
+        full_tokens = -(-max(requests * tokens, math.ceil(window_need / r)) // page) * page
+        while int(full_tokens * r) // page * page < window_need:
+            full_tokens += page
+        kv = full_tokens * (full + r * swa)
     else:
-        kv = (need if full else requests * min(tokens, sizing["window_tokens"])) * (full + swa)
-    if sizing["mamba_state_bytes_per_request"]:  # a given pool adds its bytes; a ratio pool is ratio x the rest
-        kv = (kv + sizing["mamba_pool_bytes"] if sizing["mamba_size_given"]
-              else kv * (1 + sizing["mamba_full_memory_ratio"]))
+        kv = -(-(requests * tokens if full else window_need) // page) * page * (full + swa)
+    per_req = sizing["mamba_state_bytes_per_request"]
+    if per_req and sizing["mamba_size_given"]:  # a given pool adds its K + 1 slots
+        kv += sizing["mamba_pool_bytes"]
+    elif per_req:  # a ratio pool: rest / (1 + r) stays for attention, and K must let every request run (K // 5)
+        r = sizing["mamba_full_memory_ratio"]
+        slots = MAMBA_CACHE_PER_RUNNING_REQUEST * requests
+        kv = max(kv * (1 + r), (slots + 1) * per_req * (1 + r) / r)
     t = sizing["terms"]
-    return (kv + t["weights"].value) / t["total"].value
+    return (kv + t["weights"].value + sizing["multimodal_reserve_bytes"]) / t["total"].value
 
 
 def sglang_walk(sizing: dict, ideal: dict) -> list[dict]:

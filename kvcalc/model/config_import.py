@@ -186,6 +186,9 @@ def _mtp_layers(cfg: Config) -> int:
     return cfg.int("num_nextn_predict_layers", 0, minimum=0) or cfg.int("mtp_num_hidden_layers", 0, minimum=0)
 
 
+MULTIMODAL_TOWERS = ("vision_config", "audio_config")
+
+
 def map_groups(cfg: Config) -> tuple[list[dict], dict]:
     """(layer groups, model-level fields: q_heads, qk_head_dim, v_head_dim) read from the config."""
     if cfg.has("compress_ratios"):  # DeepSeek V4: sliding window + CSA/HCA compressed layers
@@ -331,8 +334,20 @@ def import_config(ref: str, data: dict | None = None, origin: str | None = None,
         cfg.note("KV cache in fp8: the checkpoint's kv_cache_quant_algo is FP8")
     state_key = "mamba_ssm_dtype" if cfg.has("mamba_ssm_dtype") else "mamba_ssm_cache_dtype"
     state = cfg.text(state_key, choices=STATE_DTYPES)
+    if state is None and any(g.get("kind") == "mamba" for g in groups) and \
+            cfg.text("model_type", record=False) == "nemotron_h":
+        # vLLM NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype (model_executor/models/config.py): 'auto'
+        # -> the config's mamba_ssm_cache_dtype, else float32; SGLang keeps SSM states in float32 by default too
+        state = "float32"
+        cfg.note("SSM state in fp32: NemotronH's default in vLLM (and SGLang's) when the config names none")
     if state is not None:
         preset["state_dtype"] = STATE_DTYPES[state]
+    arch = cfg.get("architectures")
+    if isinstance(arch, list) and arch and isinstance(arch[0], str) and 0 < len(arch[0]) <= 200:
+        preset["architecture"] = arch[0]
+    if any(cfg.has(k) for k in MULTIMODAL_TOWERS):  # SGLang's multimodal architectures wrap a vision/audio tower
+        preset["multimodal"] = True
+        cfg.note("multimodal: the config has a " + " and ".join(k for k in MULTIMODAL_TOWERS if cfg.has(k)))
     if cfg.has("max_position_embeddings"):
         preset["max_context_tokens"] = cfg.int("max_position_embeddings")
     preset["layer_groups"] = groups

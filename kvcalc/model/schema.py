@@ -195,6 +195,10 @@ class ModelPreset:
     page_align_bytes: Optional[EntryBytes] = None
     """the kernel pads each layer's page of KV entries in a block up to a multiple of this [B] (FlashMLA: 576);
     indexer keys are not padded; absent = no padding"""
+    architecture: Optional[str] = None
+    """the config.json's ``architectures[0]`` (e.g. Gemma3ForConditionalGeneration): engines choose some rules by it"""
+    multimodal: bool = False
+    """the checkpoint carries a vision (or audio) tower (the config has a vision_config or audio_config)"""
     layer_groups: list[LayerGroup] = field(default_factory=list)
     moe_experts: Optional[Dim] = None
     """routed experts per MoE layer (E); with moe_experts_per_token and moe_expert_params_b a decode step reads

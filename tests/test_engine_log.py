@@ -1,0 +1,89 @@
+"""``kvcalc capacity --engine-log FILE``: real start-up logs (tests/fixtures/logs, sources in its README) read into
+the engine inputs, the walk from them, and the log's own KV figures beside kvcalc's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import REPO, assert_bad_input, run_cli
+
+from kvcalc.memory.engine_log import read_engine_log
+
+LOGS = REPO / "tests" / "fixtures" / "logs"
+
+
+def capacity_json(model, log, *extra):
+    r = run_cli("capacity", "-m", model, "--gpus", "1", "--engine-log", str(LOGS / log), *extra, "--format", "json")
+    assert r.code == 0, r.err
+    return json.loads(r.out)
+
+
+def test_vllm_v1_log_reproduced_exactly():
+    # LMCache issue #1739, Qwen3-14B on one GPU: "Available KV cache memory: 6.51 GiB", "GPU KV cache size: 42,656
+    # tokens", "Maximum concurrency for 32,768 tokens per request: 1.30x". Qwen3-14B: 40 layers x 8 KV heads x
+    # (128 + 128) x 2 B = 163,840 B/token; a 16-token block 2,621,440 B; floor(6.51 x 2^30 / 2,621,440) =
+    # floor(2,666.5) = 2,666 blocks = 42,656 tokens; 2,666 / 2,048 blocks per 32,768-token request = 1.30x
+    env = capacity_json("qwen3-14b", "vllm-qwen3-14b-lmcache-1739.log")
+    row = env["results"][0]
+    assert (row["engine"], row["num_gpu_blocks"], row["kv_cache_tokens"], row["max_model_len"]) == \
+        ("vllm", 2_666, 42_656, 32_768)
+    assert round(row["max_concurrency"], 2) == 1.30
+    assert row["kv_cache_memory_bytes"] == pytest.approx(6.51 * 2**30)
+
+
+def test_vllm_v0_log_within_its_rounding():
+    # vLLM issue #10517, Llama-3.1-8B on an RTX 3090, max_model_len 20,000: kv_cache_size=3.81GiB, "GPU blocks:
+    # 1952". 3.81 GiB / 2 MiB blocks (131,072 B/token x 16) = 1,950.7 -> 1,950: the log's 3.81 is rounded to
+    # 0.01 GiB (+-0.005 GiB = +-2.56 blocks: floor(3.805 x 512) = 1,948 ... floor(3.815 x 512) = 1,953)
+    r = run_cli("capacity", "-m", "llama-3-8b", "--gpus", "1", "--engine-log",
+                str(LOGS / "vllm-llama-3.1-8b-3090-issue-10517.log"))
+    assert r.code == 0, r.err
+    assert "the log's blocks 1,952, kvcalc's 1,950 (kvcalc -2, -0.102%)" in r.out + r.err
+    row = capacity_json("llama-3-8b", "vllm-llama-3.1-8b-3090-issue-10517.log")["results"][0]
+    assert row["num_gpu_blocks"] == 1_950 and 1_948 <= 1_952 <= 1_953
+    assert row["max_model_len"] == 20_000 and round(row["max_concurrency"], 2) == 1.56  # 1,950 / 1,250
+
+
+def test_flags_win_over_the_log():
+    row = capacity_json("qwen3-14b", "vllm-qwen3-14b-lmcache-1739.log", "--max-model-len", "4096")["results"][0]
+    assert (row["max_model_len"], row["num_gpu_blocks"]) == (4096, 2_666)
+
+
+def test_the_v1_memory_line_and_an_sglang_line_parse():
+    line = ("INFO the current vLLM instance can use total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90) = "
+            "71.27GiB; model weights take 14.08GiB; non_torch_memory takes 0.07GiB; PyTorch activation peak memory "
+            "takes 1.97GiB; the rest of the memory reserved for KV Cache is 55.15GiB.\nGPU KV cache size: 451,744 "
+            "tokens\nMaximum concurrency for 4,096 tokens per request: 110.29x")
+    log = read_engine_log(line, "x.log")
+    f = log.figures
+    assert log.engine == "vllm" and f["kv_memory_bytes"] == pytest.approx(55.15 * 2**30)
+    assert (f["kv_cache_tokens"], f["max_model_len"], f["max_concurrency"]) == (451_744, 4096, 110.29)
+    assert f["weights_bytes"] == pytest.approx(14.08 * 2**30) and f["gpu_memory_utilization"] == 0.9
+    # vLLM issue #21348's SGLang line (Qwen3-235B-A22B-FP8 on 4 x H100)
+    sg = read_engine_log("KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB", "y.log")
+    assert (sg.engine, sg.figures["kv_cache_tokens"]) == ("sglang", 367_404)
+
+
+@pytest.mark.parametrize("text,words", [
+    ("", ["not a vLLM or SGLang start-up log", "Available KV cache memory"]),
+    ("hello world\n", ["not a vLLM or SGLang start-up log"]),
+    ("GPU KV cache size: 42,656 tokens\n", ["vLLM log without its KV memory", "Available KV cache memory"]),
+    ("Available KV cache memory: 6.51 GiB\nMaximum concurrency for 0 tokens per request: 1x",
+     ["max_model_len must be positive"]),
+])
+def test_a_log_it_cannot_read_names_the_line_it_needed(tmp_path, text, words):
+    path = tmp_path / "bad.log"
+    path.write_text(text)
+    assert_bad_input(run_cli("capacity", "-m", "qwen3-14b", "--engine-log", str(path)), str(path), *words)
+
+
+def test_hostile_log_files(tmp_path):
+    latin = tmp_path / "latin1.log"
+    latin.write_bytes("Available KV cache memory: 6.51 GiB \xe9".encode("latin-1"))
+    assert_bad_input(run_cli("capacity", "-m", "qwen3-14b", "--engine-log", str(latin)), "not UTF-8")
+    assert_bad_input(run_cli("capacity", "-m", "qwen3-14b", "--engine-log", str(tmp_path)), "is a directory")
+    assert_bad_input(run_cli("capacity", "-m", "qwen3-14b", "--engine-log", str(tmp_path / "no.log")),
+                     "no such file")
+    assert_bad_input(run_cli("capacity", "-m", "qwen3-14b", "--engine", "sglang", "--engine-log",
+                             str(LOGS / "vllm-qwen3-14b-lmcache-1739.log")), "--engine-log", "vllm log")

@@ -1,0 +1,156 @@
+"""--engine vllm pinned to vLLM 0.33.0's own sizing code, run for real configs on a CPU-only machine.
+
+The figures below were produced by the shared engine-sizing tool (tools/engine-sizing/vllm_kv.py, the real vLLM
+0.33.0 wheel; only the GPU faked as an SM 9.0 H100), one call per (config, TP):
+
+    vllm_kv.py tests/fixtures/configs/NAME --tp TP --avail $((60 * 2**30)) --max-model-len 32768 --batched 8192
+
+i.e. EngineArgs(max_model_len=32768, max_num_batched_tokens=8192, max_num_seqs=1024, kv_cache_dtype='auto',
+everything else vLLM's default: prefix caching on, async scheduling on, the hybrid KV cache manager on) and
+60 GiB of available KV memory per GPU. kvcalc is given the same budget the way its README shows:
+80 GiB x 1.0 - 18 - 1 - 1 GiB = 60 GiB. The engine is never a test dependency: its output is pinned here.
+Row: (num_blocks, logged "GPU KV cache size" tokens, KV-cache groups, blocks per request of max_model_len,
+max concurrency, the groups' block sizes, bytes of one block of the pool).
+The configs are tests/fixtures/configs (their sources in that folder's README).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from conftest import REPO
+
+from kvcalc.memory import engine_common as ec
+from kvcalc.memory.engine_report import engine_groups
+from kvcalc.memory.engine_sglang import sglang_sizing
+from kvcalc.memory.engine_vllm import vllm_sizing
+from kvcalc.model import attention as att
+from kvcalc.model import catalog
+
+GiB = 2**30
+CONFIGS = REPO / "tests" / "fixtures" / "configs"
+
+VLLM_0_33 = {  # (config, TP): vLLM 0.33.0's figures (the command in the module docstring)
+    ("gemma-3-27b", 1): (49_152, 187_673, 7, 8_582, 5.727336285248194, [16], 1_310_720),
+    ("gemma-3-27b", 8): (393_216, 1_501_386, 7, 8_582, 45.81869028198555, [16], 163_840),
+    ("glm-5", 1): (10_051, 643_264, 1, 512, 19.630859375, [64], 6_409_728),
+    ("glm-5", 8): (10_051, 643_264, 1, 512, 19.630859375, [64], 6_409_728),
+    ("gpt-oss-120b", 1): (109_226, 1_161_673, 2, 3_081, 35.45147679324894, [16], 589_824),
+    ("gpt-oss-120b", 8): (873_813, 9_293_445, 2, 3_081, 283.6134371957157, [16], 73_728),
+    ("kimi-k2", 1): (57_299, 916_784, 1, 2_048, 27.97802734375, [16], 1_124_352),
+    ("kimi-k2", 8): (57_299, 916_784, 1, 2_048, 27.97802734375, [16], 1_124_352),
+    ("llama-4-scout", 1): (81_920, 403_298, 4, 6_656, 12.307692307692308, [16], 786_432),
+    ("llama-4-scout", 8): (655_360, 3_226_387, 4, 6_656, 98.46153846153847, [16], 98_304),
+    ("nemotron-3-nano-30b-a3b", 1): (5_002, 5_853_769, 5, 28, 178.64285714285714, [2096], 12_877_824),
+    ("nemotron-3-nano-30b-a3b", 8): (39_718, 17_353_058, 5, 75, 529.5733333333334, [528], 1_622_016),
+    ("qwen3-30b-a3b", 1): (40_960, 655_360, 1, 2_048, 20.0, [16], 1_572_864),
+    ("qwen3-32b", 1): (15_360, 245_760, 1, 2_048, 7.5, [16], 4_194_304),
+    ("qwen3-32b", 8): (122_880, 1_966_080, 1, 2_048, 60.0, [16], 524_288),
+    ("qwen3-next-80b-a3b", 1): (4_551, 2_259_502, 4, 66, 68.95454545454545, [576], 14_155_776),
+    ("qwen3-next-80b-a3b", 8): (27_306, 4_970_905, 4, 180, 151.7, [192], 2_359_296),
+}
+
+
+def kvcalc_vllm(name: str, tp: int, **kw) -> dict:
+    model = catalog.load_model(str(CONFIGS / name / "config.json"))
+    inp = ec.EngineInputs(engine="vllm", tp=tp, total_memory_bytes=80 * GiB, gpu_memory_utilization=1.0,
+                          weights_bytes=18 * GiB, activation_bytes=GiB, non_torch_bytes=GiB, max_model_len=32768,
+                          max_num_batched_tokens=8192, **kw)
+    return vllm_sizing(model, att.resolve_groups(model), catalog.load_hardware("h100-sxm"), inp)
+
+
+@pytest.mark.parametrize("name,tp", sorted(VLLM_0_33))
+def test_vllm_0_33_figures_equal_the_engines_own_code(name, tp):
+    blocks, tokens, groups, per_request, concurrency, block_sizes, block_bytes = VLLM_0_33[(name, tp)]
+    s = kvcalc_vllm(name, tp)
+    assert s["kv_cache_memory_bytes"] == 60 * GiB
+    assert (s["num_gpu_blocks"], s["kv_cache_tokens"], s["kv_groups"], s["blocks_per_request"]) == \
+        (blocks, tokens, groups, per_request)
+    assert s["max_concurrency"] == pytest.approx(concurrency, rel=1e-12)
+    assert (s["block_sizes"], s["block_bytes"]) == (block_sizes, block_bytes)
+
+
+def test_deepseek_v4_is_still_refused_under_the_engines():
+    # vLLM 0.33.0 sizes V4 Flash (same command, TP 1) in 5 packed groups, 328,878 B/token over its 167 KV layers,
+    # 64,280 blocks of 1,002,240 B, logged 309,299 tokens, 9.4391x: its compressor states and indexer pages are not
+    # modelled here yet, so --engine refuses V4 rather than print a figure that is not the engine's
+    model = catalog.load_model(str(CONFIGS / "deepseek-v4-flash" / "config.json"))
+    with pytest.raises(Exception, match="not modelled"):
+        kvcalc_vllm("deepseek-v4-flash", 1)
+    assert model.layer_groups
+
+
+def test_gpt_oss_by_hand_and_the_older_rules():
+    # gpt-oss-120b, TP 1: 18 sliding (window 128) + 18 full layers, 8 KV heads x (64 + 64) x 2 B = 2,048 B per token
+    # per layer; page 16 x 2,048 = 32,768 B; 2 groups of 18 -> one block = 18 x 32,768 = 589,824 B;
+    # 60 GiB // 589,824 = 109,226 blocks. Per 32,768-token request: full 32,768 / 16 = 2,048 blocks; sliding
+    # (in flight 2 x 8,192 under async scheduling) ceil(min(127 + 16,384, 32,768) / 16) + 1 = 1,033: 3,081 blocks;
+    # concurrency 109,226 / 3,081 = 35.4515; logged int(35.4515 x 32,768) = 1,161,673 (the engine's figures above)
+    s = kvcalc_vllm("gpt-oss-120b", 1)
+    assert (s["max_in_flight_tokens"], s["blocks_per_request"], s["kv_cache_tokens"]) == (16_384, 3_081, 1_161_673)
+    # --engine-version 0.20: 1 x 8,192 in flight -> ceil(8,319 / 16) + 1 = 521; 2,048 + 521 = 2,569 blocks;
+    # logged 109,226 // 2 groups x 16 = 873,808 (what kvcalc reported before, from vLLM 0.20's rules)
+    old = kvcalc_vllm("gpt-oss-120b", 1, engine_version="0.20")
+    assert (old["max_in_flight_tokens"], old["blocks_per_request"], old["kv_cache_tokens"]) == (8192, 2569, 873_808)
+    assert old["max_concurrency"] == pytest.approx(109_226 / 2_569)
+    # 0.25: the 1x in-flight rule (async scheduling's 2x came with 0.26), the group-aware log (0.21+)
+    mid = kvcalc_vllm("gpt-oss-120b", 1, engine_version="0.25.1")
+    assert (mid["blocks_per_request"], mid["kv_cache_tokens"]) == (2569, int(109_226 / 2_569 * 32_768))
+
+
+# SGLang 0.5.23's figures, from the shared tool's sglang_kv.py (the real SGLang wheel; torch.cuda faked as 8 x H100):
+#     sglang_kv.py tests/fixtures/configs/NAME --tp TP --pre 80 --weights 10 --frac 0.875 --ctx 32768
+# i.e. ServerArgs(context_length=32768, mem_fraction_static=0.875, everything else SGLang's default) ->
+# KVCacheConfigurator._resolve_memory_pool_config with 80 GiB free at start and 10 GiB of weights: a budget of
+# 80 x 0.875 - 10 = 60 GiB. Row: (max_total_num_tokens, full pool tokens, sliding pool tokens (hybrid SWA only),
+# max_running_requests, max_mamba_cache_size (Mamba hybrids), page size).
+SGLANG_0_5_23 = {
+    ("gemma-3-27b", 1): (126843, None, None, 2048, None, 1),
+    ("gemma-3-27b", 8): (1014750, None, None, 4096, None, 1),
+    ("glm-5", 1): (643264, None, None, 4096, None, 64),
+    ("glm-5", 8): (643264, None, None, 4096, None, 64),
+    ("gpt-oss-120b", 1): (970903, 970903, 776722, 4096, None, 1),
+    ("gpt-oss-120b", 8): (7767229, 7767229, 6213783, 4096, None, 1),
+    ("kimi-k2", 1): (916787, None, None, 4096, None, 1),
+    ("kimi-k2", 8): (916787, None, None, 4096, None, 1),
+    ("llama-4-scout", 1): (385505, 385505, 308404, 4096, None, 1),
+    ("llama-4-scout", 8): (3084047, 3084047, 2467237, 4096, None, 1),
+    ("nemotron-3-nano-30b-a3b", 1): (5524798, None, None, 124, 620, 1),
+    ("nemotron-3-nano-30b-a3b", 8): (11039610, None, None, 994, 4972, 1),
+    ("qwen3-30b-a3b", 1): (655360, None, None, 4096, None, 1),
+    ("qwen3-30b-a3b", 8): (2621440, None, None, 4096, None, 1),
+    ("qwen3-32b", 1): (245760, None, None, 3840, None, 1),
+    ("qwen3-32b", 8): (1966080, None, None, 4096, None, 1),
+    ("qwen3-next-80b-a3b", 1): (1382704, None, None, 78, 393, 1),
+    ("qwen3-next-80b-a3b", 8): (2759906, None, None, 631, 3158, 1),
+}
+
+
+@pytest.mark.parametrize("name,tp", sorted(SGLANG_0_5_23))
+def test_sglang_0_5_23_figures_equal_the_engines_own_code(name, tp):
+    tokens, full, swa, running, mamba, page = SGLANG_0_5_23[(name, tp)]
+    model = catalog.load_model(str(CONFIGS / name / "config.json"))
+    inp = ec.EngineInputs(engine="sglang", tp=tp, total_memory_bytes=80 * GiB, mem_fraction_static=0.875,
+                          weights_bytes=10 * GiB, max_model_len=32768)
+    s = sglang_sizing(model, engine_groups("sglang", model, att.KvOptions()), catalog.load_hardware("h100-sxm"), inp)
+    split = s["swa_full_tokens_ratio"] is not None
+    assert (s["kv_cache_tokens"], s["max_num_seqs"], s["max_mamba_cache_size"], s["block_size"]) == \
+        (tokens, running, mamba, page)
+    assert (s["full_kv_cache_tokens"] if split else None, s["swa_kv_cache_tokens"] if split else None) == (full, swa)
+
+
+def test_sglang_gemma_3_is_not_hybrid_swa_and_the_multimodal_reserve():
+    # Gemma3ForConditionalGeneration is not in is_hybrid_swa_model's list: all 62 layers are full,
+    # 16 KV heads x (128 + 128) x 2 B x 62 = 507,904 B/token; 60 GiB / 507,904 = 126,843 tokens (the engine's
+    # figure above); multimodal is off by default for it (ModelConfig), so no 100 MiB reserve
+    model = catalog.load_model(str(CONFIGS / "gemma-3-27b" / "config.json"))
+    assert model.multimodal and model.architecture == "Gemma3ForConditionalGeneration"
+    inp = ec.EngineInputs(engine="sglang", tp=1, total_memory_bytes=80 * GiB, mem_fraction_static=0.875,
+                          weights_bytes=10 * GiB, max_model_len=32768)
+    s = sglang_sizing(model, engine_groups("sglang", model, att.KvOptions()), catalog.load_hardware("h100-sxm"), inp)
+    assert (s["kv_bytes_per_token_per_gpu"], s["kv_cache_tokens"]) == (507_904, 60 * GiB // 507_904)
+    # a multimodal architecture SGLang serves as one reserves 100 MiB: (60 GiB - 100 MiB) / 507,904 = 126,637
+    vl = dataclasses.replace(model, architecture="Qwen2_5_VLForConditionalGeneration")
+    s = sglang_sizing(vl, engine_groups("sglang", vl, att.KvOptions()), catalog.load_hardware("h100-sxm"), inp)
+    assert s["kv_cache_tokens"] == (60 * GiB - 100 * 2**20) // 507_904 == 126_637
