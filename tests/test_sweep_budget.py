@@ -72,9 +72,9 @@ def test_step_too_small_to_count():
 def test_budget_options_raise_and_lower_the_limit():
     base = ("sweep", "kv", "--vary", "context=1..2000", "--format", "csv")
     assert run_cli(*base).code == 0
-    # 2,000 points x 3,000 B = 6 MB > 1 MB; 2,000 x 80 us = 0.16 s > 0.1 s
+    # 2,000 points x 3,000 B = 6 MB > 1 MB; 2,000 x 100 us = 0.2 s > 0.1 s
     assert_bad_input(run_cli(*base, "--max-memory", "1MB"), "2,000 points", "6 MB", "1 MB", "--max-memory")
-    assert_bad_input(run_cli(*base, "--max-seconds", "0.1"), "2,000 points", "160 ms", "--max-seconds")
+    assert_bad_input(run_cli(*base, "--max-seconds", "0.1"), "2,000 points", "200 ms", "--max-seconds")
     assert_bad_input(run_cli(*base, "--max-memory", "1e400GB"), "--max-memory")
     assert_bad_input(run_cli(*base, "--max-memory", "1e14B"), "--max-memory", "absurdly large")
     assert_bad_input(run_cli(*base, "--max-seconds", "0"), "--max-seconds")

@@ -92,11 +92,12 @@ DEFAULT_Y = {"kv": "kv_bytes_per_request", "capacity": "max_requests", "cost": "
 
 
 # What one point costs each target [B held, s to compute and render], measured with bench/bench_sweep_cost.py
-# on this project's 2-core machine shared by other jobs (JSON and table, the dearer of the two, rounded up ~1.3x):
-# kv 20-66 us and 1.6-2.5 kB (vectorised), capacity 68-86 us and 2.9-6.1 kB (vectorised), cost 0.6-1.8 ms and
-# 1.3-6.6 kB, compare 2.3-3.0 ms and 3.9-14 kB (looped, two rows), trace 94-128 us and 1.8-3.6 kB a row (plus
-# its passes over the file: EXTRA_COST). The row dicts, not the numpy columns, are what a point holds.
-POINT_COST = {"kv": (3_000, 80e-6), "capacity": (7_000, 120e-6), "cost": (8_000, 2.5e-3),
+# on this project's 2-core machine shared by other jobs, in two sessions (JSON, CSV, table; the dearest format,
+# rounded up): kv 19-81 us and 1.0-2.6 kB (vectorised; the table is the dear one), capacity 50-86 us and
+# 2.5-6.2 kB (vectorised), cost 0.6-1.8 ms and 1.3-6.6 kB, compare 0.7-3.0 ms and 2.6-14 kB (looped, two rows),
+# trace 70-128 us and 1.6-3.6 kB a row (plus its passes over the file: EXTRA_COST). The row dicts and the
+# rendered text, not the numpy columns, are what a point holds.
+POINT_COST = {"kv": (3_000, 100e-6), "capacity": (7_000, 120e-6), "cost": (8_000, 2.5e-3),
               "compare": (16_000, 4e-3), "trace": (4_000, 150e-6)}
 # target -> (axes, fixed settings) -> (extra seconds per point, fixed seconds): what depends on the inputs
 EXTRA_COST: dict[str, Any] = {}
