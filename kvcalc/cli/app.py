@@ -51,7 +51,7 @@ SUMMARIES = {
                 "bandwidth, the share spent in latency, effective bandwidth, separate copies per block vs one "
                 "coalesced copy, and the prefill time that produced the payload.",
     "bench": "Predict what `vllm bench serve` prints: TTFT, TPOT, ITL, throughput, GPU-seconds and $ per M tokens.",
-    "trace": "Replay a request trace through a prefix cache (LRU, FIFO, LFU, S3-FIFO; replicas): hit rate per capacity, or a hit-rate curve.",
+    "trace": "Replay a request trace through a prefix cache (LRU, FIFO, LFU or S3-FIFO): hit rate per capacity, or a curve.",
     "sweep": "Evaluate kv, capacity, cost, compare or a trace replay over a grid of inputs: one row per point, "
              "varied inputs first.",
     "import": "Read a model's config.json into a preset: layer groups, parameters, weight bytes per component.",

@@ -104,7 +104,7 @@ def trace(
         "NAME one of capacity's engine flags without dashes, e.g. weights-memory=14.08GiB; the rest estimated",
         show_default=False, rich_help_panel=R)] = None,
 ):
-    """Replay a request trace through an LRU prefix cache: hit rate per capacity, or a hit-rate curve.
+    """Replay a request trace through a prefix cache (LRU, FIFO, LFU or S3-FIFO): hit rate per capacity, or a curve.
 
     The LRU prefix cache keeps the blocks of earlier requests and evicts the least recently used (--policy fifo:
     the oldest inserted); this is the cache compare --trace gives strategy C, not compare's "A lru (no prefix
