@@ -259,3 +259,14 @@ def test_cells_with_newlines_or_pipes_stay_on_one_line(tmp_path):
 
     result = Result("t", {}, Table("t", "", (Column("s", "s", "text"),), ({"s": "one\ntwo"},)))
     assert "│ one two │" in render.to_table(result)
+
+
+def test_a_title_wraps_at_the_output_width_not_the_narrower_table():
+    from kvcalc.out import text
+
+    title = "A vs C on a workload whose name is longer than its small table"  # 62 characters
+    grid = text.Grid(title, ["n"], [True], [["1"]])  # a 5-character table: | n |
+    lines = [line for line, style in grid.render(120, text.BOX_UTF8) if style == "title"]
+    assert [line.rstrip() for line in lines] == [title]  # room on the line: one line, however narrow the table
+    narrow = [line.rstrip() for line, style in grid.render(30, text.BOX_UTF8) if style == "title"]
+    assert len(narrow) == 3 and " ".join(narrow) == title and all(len(x) <= 30 for x in narrow)

@@ -73,11 +73,12 @@ class Grid:
             spare -= give
         return out
 
-    def lines(self, widths: list[int], box: dict) -> list[tuple[str, str]]:
-        """The boxed table as (line, style) pairs, style one of title, head, body."""
+    def lines(self, widths: list[int], box: dict, width: int = 0) -> list[tuple[str, str]]:
+        """The boxed table as (line, style) pairs, style one of title, head, body; the title wraps at the table's
+        width, or at ``width`` (the output's) when that is wider: a title never wraps while the line has room."""
         out = []
         total = sum(widths) + 3 * len(widths) + 1
-        out += [(t.ljust(total), "title") for t in wrap(self.title, total)] if self.title else []
+        out += [(t.ljust(total), "title") for t in wrap(self.title, max(total, width))] if self.title else []
         out.append((_rule(box["top"], widths), ""))
         out += [(x, "head") for x in _row_lines(self.heads, widths, self.numeric, box["head"], bottom=True)]
         if self.rows:
@@ -144,14 +145,14 @@ class Grid:
         """The grid laid out for ``width`` columns (module doc, steps 1-5)."""
         w = self.widths(width)
         if w is not None:
-            return self.lines(w, box)
+            return self.lines(w, box, width)
         t = self.transposed()
         w = t.widths(width) if t is not None else None
         if w is not None:
-            return t.lines(w, box)
+            return t.lines(w, box, width)
         parts = self.split(width) if len(self.heads) > 2 and self.rows else None
         if parts is not None:
-            return [line for g in parts for line in g.lines(g.widths(width), box)]
+            return [line for g in parts for line in g.lines(g.widths(width), box, width)]
         return self.records(width)
 
 
