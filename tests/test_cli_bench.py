@@ -30,8 +30,8 @@ def test_table_is_vllms_block_with_the_json_figures():
     assert "---------------Time to First Token----------------" in lines
     assert "-----Time per Output Token (excl. 1st token)------" in lines
     row = j["results"][0]
-    assert set(VLLM_NAMES) <= row.keys() and {"gpu_seconds", "usd_per_m_input", "usd_per_m_output",
-                                               "usd_per_m_blended"} <= row.keys()
+    assert set(VLLM_NAMES) <= row.keys() and {"gpu_seconds", "usd_per_mtok_input", "usd_per_mtok_output",
+                                               "usd_per_mtok_blended"} <= row.keys()
     # "{:<40} {:<10.2f}": the name padded to 40 characters, a space, the value with 2 decimals
     line = next(x for x in lines if x.startswith("Mean TTFT (ms):"))
     assert line == f"{'Mean TTFT (ms):':<40} {row['mean_ttft_ms']:.2f}"

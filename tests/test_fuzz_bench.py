@@ -8,7 +8,7 @@ from __future__ import annotations
 import test_fuzz_cli as base
 from test_fuzz_cli import BAD_NUMBERS, BAD_TOKENS, CONFIGS, Gen, files, hostile_files  # noqa: F401
 
-FIELDS = ["duration", "output_throughput", "mean_ttft_ms", "p99_tpot_ms", "usd_per_m_blended", "completed"]
+FIELDS = ["duration", "output_throughput", "mean_ttft_ms", "p99_tpot_ms", "usd_per_mtok_blended", "completed"]
 
 
 def gen_bench(g: Gen):

@@ -225,7 +225,7 @@ def test_every_request_is_counted_once():
     m = simulate_spec(spec(num_prompts=33, dp=3, tp=1))[0]
     assert m["completed"] == 33 and m["total_input_tokens"] == 33 * 1000 and m["total_output_tokens"] == 33 * 50
     assert m["gpu_seconds"] == pytest.approx(3 * m["duration"])
-    assert m["usd_per_m_blended"] > 0 and math.isfinite(m["usd_per_m_output"])
+    assert m["usd_per_mtok_blended"] > 0 and math.isfinite(m["usd_per_mtok_output"])
 
 
 def test_requests_larger_than_the_pool_are_refused():

@@ -17,8 +17,8 @@ COLUMNS = (
     Column("p99_ttft_ms", "P99 TTFT ms", "float"), Column("mean_tpot_ms", "mean TPOT ms", "float"),
     Column("median_tpot_ms", "median TPOT ms", "float"), Column("p99_tpot_ms", "P99 TPOT ms", "float"),
     Column("mean_itl_ms", "mean ITL ms", "float"), Column("mean_e2el_ms", "mean E2EL ms", "float"),
-    Column("gpu_seconds", "GPU-seconds", "float"), Column("usd_per_m_input", "$/M in", "usd"),
-    Column("usd_per_m_output", "$/M out", "usd"), Column("usd_per_m_blended", "$/M blended", "usd"),
+    Column("gpu_seconds", "GPU-seconds", "float"), Column("usd_per_mtok_input", "$/M in", "usd"),
+    Column("usd_per_mtok_output", "$/M out", "usd"), Column("usd_per_mtok_blended", "$/M blended", "usd"),
 )
 
 
