@@ -19,7 +19,7 @@ def bench(
     tp: Annotated[Optional[int], typer.Option("--tp", help="tensor-parallel size of one replica (default: --gpus / --dp)", rich_help_panel=S)] = None,
     dp: Annotated[int, typer.Option("--dp", help="data-parallel replicas, each taking every dp-th request", rich_help_panel=S)] = 1,
     attention: Annotated[str, typer.Option("--attention", help="tp (attention sharded like the rest); dp attention is not modelled yet", rich_help_panel=S)] = "tp",
-    engine: Annotated[str, typer.Option("--engine", help="vllm | sglang | trtllm", rich_help_panel=S)] = "vllm",
+    engine: Annotated[str, typer.Option("--engine", metavar="vllm|sglang|trtllm", help="the engine whose scheduler and per-step cost are modelled", rich_help_panel=S)] = "vllm",
     async_scheduling: Annotated[bool, typer.Option("--async-scheduling", help="vLLM's --async-scheduling (a smaller per-step cost)", rich_help_panel=S)] = False,
     max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="sequences per step (default: the engine's for the GPU)", rich_help_panel=S)] = None,
     max_num_batched_tokens: Annotated[Optional[str], typer.Option("--max-num-batched-tokens", help="token budget per step (default: the engine's for the GPU)", rich_help_panel=S)] = None,
