@@ -114,7 +114,6 @@ def warm_up() -> None:
     import io
     from contextlib import redirect_stderr, redirect_stdout
 
-    import test_fuzz_bench as fb
     import test_fuzz_cli as fz
     from kvcalc.cli.app import main
 
@@ -134,6 +133,7 @@ def warm_up() -> None:
 
 def command_lines(per_kind: int, seed: int):
     """(kind, args, COLUMNS) for every generator of the suite, ``per_kind`` each."""
+    import test_fuzz_bench as fb
     import test_fuzz_cli as fz
 
     files = fz.files.__wrapped__(Tmp())
