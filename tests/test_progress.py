@@ -76,3 +76,15 @@ def test_sweep_points_show_a_bar_on_a_terminal():
     text = err.decode("utf-8", "replace")
     assert "sweep compare: points" in text and "12/12" in text, text[-500:]
     assert out.count("\n") == 1 + 24  # header + 12 points x 2 strategies: the bar never reaches stdout
+
+
+def test_bench_shows_its_finished_requests_on_a_terminal():
+    args = ["bench", "--model", "qwen3-14b", "--random-input-len", "1000", "--random-output-len", "100",
+            "--num-prompts", "5000", "--format", "json"]
+    code, out, err = run_on(args, stderr_tty=True)
+    assert code == 0, err[-500:]
+    assert json.loads(out)["results"][0]["completed"] == 5000  # stdout untouched: the JSON alone
+    text = err.decode("utf-8", "replace")
+    assert "bench: requests" in text and "/5,000" in text, text[-500:]
+    code, out, err = run_on(args, stderr_tty=False)
+    assert code == 0 and err == b""

@@ -110,8 +110,11 @@ def parse_and_run(a: dict) -> None:
                      kv_compression=comp)
     from kvcalc.serve.bench_report import bench_result
 
+    from kvcalc.out import progress
+
     try:
-        result = bench_result(spec, notes=(note,) if note else ())
+        with progress.shown("bench"):
+            result = bench_result(spec, notes=(note,) if note else ())
     except ValueError as e:  # the run cannot be served (a request larger than the pool)
         raise InputError(f"bench: {e}") from None
     emit(result, a["fmt"], a["check"], a["explain"], block(result, conc, rate))

@@ -1,7 +1,8 @@
-"""Progress bars on stderr for runs that can take over a second (trace replays, tiers, ``compare --trace``, sweeps).
+"""Progress bars on stderr for runs that can take over a second (trace replays, tiers, ``compare --trace``, sweeps,
+``bench``).
 
-The core never prints: the trace reader passes each file it opens to :func:`watch`, and a loop over points passes
-its iterable to :func:`track`. Both hand their argument back unchanged unless the CLI is showing a bar
+The core never prints: the trace reader passes each file it opens to :func:`watch`, a loop over points passes
+its iterable to :func:`track`, and a simulation asks :func:`counter` for a callback to count what it finished. Both hand their argument back unchanged unless the CLI is showing a bar
 (``with progress.shown("trace replay"):``), which it does only when stderr is a terminal and ``kvcalc --quiet``
 was not given; so piped, redirected, in-process (tests) and library runs cost one global lookup per file or loop.
 When a bar is shown, a watched file reports the bytes read (its size is the total) and a tracked loop the items
@@ -31,6 +32,14 @@ def track(items, what: str = "points"):
     if _bar is None:
         return items
     return _bar.items(items, what)
+
+
+def counter(total: int, what: str = "requests"):
+    """A callback ``tick(n=1)`` that advances the bar by ``n`` of ``total`` items, or None when no bar is shown
+    (then the caller skips the call: one None check per item)."""
+    if _bar is None:
+        return None
+    return _bar.counter(total, what)
 
 
 def enabled(stream=None) -> bool:
@@ -104,6 +113,15 @@ class _Bar:
         for n, item in enumerate(items, 1):
             yield item
             self.advance(task, 1, f"{n:,}/{total:,}" if total else f"{n:,}")
+
+    def counter(self, total: int, what: str):
+        task, done = self._task(f"{self.what}: {what}", total), [0]
+
+        def tick(n: int = 1) -> None:
+            done[0] += n
+            self.advance(task, n, f"{done[0]:,}/{total:,}")
+
+        return tick
 
     def advance(self, task, amount: int, done: str) -> None:
         self.progress.update(task, advance=amount, done=done)

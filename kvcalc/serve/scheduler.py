@@ -24,6 +24,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Optional
 
+from kvcalc.out import progress
+
 MAX_JUMP_CELLS = 2_000_000  # requests x steps evaluated in one numpy call of a decode run
 MIN_JUMP_STEPS = 8          # shorter runs cost more as one numpy call than step by step (bench/bench_serving.py)
 
@@ -174,12 +176,16 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
             n += 1
         return min(n * req.key_tokens, int(st.target[i]) - 1)
 
+    tick = progress.counter(st.n)  # a bar on stderr counts the finished requests, if one is shown
+
     def finish(i: int) -> None:
         nonlocal finished, free
         st.done[i] = now
         free += int(st.held[i])
         st.held[i] = 0
         finished += 1
+        if tick is not None:
+            tick()
         if st.released < st.n:
             st.release(st.released, now)
 
