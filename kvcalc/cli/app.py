@@ -30,6 +30,7 @@ COMMANDS = {
     "transfer": ("kvcalc.cli.transfer", "transfer"),
     "trace": ("kvcalc.cli.trace", "trace"),
     "bench": ("kvcalc.cli.bench", "bench"),
+    "plan": ("kvcalc.cli.plan", "plan"),
     "sweep": ("kvcalc.cli.sweep", "sweep"),
     "import": ("kvcalc.cli.import_", "import_"),
     "presets": ("kvcalc.cli.presets", "app"),  # a group: typer lists groups after the commands
@@ -51,6 +52,7 @@ SUMMARIES = {
                 "bandwidth, the share spent in latency, effective bandwidth, separate copies per block vs one "
                 "coalesced copy, and the prefill time that produced the payload.",
     "bench": "Predict what `vllm bench serve` prints: TTFT, TPOT, ITL, throughput, GPU-seconds and $ per M tokens.",
+    "plan": "The cheapest deployment that meets p99 TTFT and TPOT targets: hardware, TP x DP, replicas, $/hour, $/M.",
     "trace": "Replay a request trace through a prefix cache (LRU, FIFO, LFU or S3-FIFO): hit rate per capacity, or a curve.",
     "sweep": "Evaluate kv, capacity, cost, compare or a trace replay over a grid of inputs: one row per point, "
              "varied inputs first.",

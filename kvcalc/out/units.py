@@ -58,6 +58,12 @@ MIN_DECODE_TOKENS_PER_S = 1e-3   # decode speed per request [tok/s]: one token i
 MAX_DECODE_TOKENS_PER_S = 1e7    # decode speed per request [tok/s]: ~1e4x the fastest served today
 MAX_USD_PER_GPU_HOUR = 1e4       # price [USD per GPU-hour]: rentals are ~$1-$10
 MAX_OVERLAP_US = 3.6e9           # a prefetch window [us]: one hour
+MIN_LATENCY_TARGET_S = 1e-6      # kvcalc plan --ttft-p99/--tpot-p99: below a microsecond is a typo
+MAX_LATENCY_TARGET_S = 86_400.0  # one day
+MAX_PLAN_GPUS = 4096             # kvcalc plan --max-gpus (every replica count up to it is a candidate)
+MAX_PLAN_TOP = 1000              # kvcalc plan --top
+MAX_RATE_SCALE = 1e6             # kvcalc plan --rate-scale (a trace's arrivals x FACTOR)
+MIN_RATE_SCALE = 1e-6
 
 # The bound of each numeric option a single command and a sweep axis share, by the option's name (issue 21: one
 # definition, so ``sweep cost --vary decode-tokens-per-s=1e308`` is refused as ``cost --decode-tokens-per-s
@@ -76,6 +82,11 @@ OPTION_BOUNDS = {
     "kv-residual-tokens": (None, MAX_TOKENS, True),
     # a GPU's memory as an engine's log states it [B]: 1 MiB to 1 PB (5e-324 B made --solve answer inf)
     "total-memory": (float(MiB), 1e15, False),
+    "ttft-p99": (MIN_LATENCY_TARGET_S, MAX_LATENCY_TARGET_S, False),
+    "tpot-p99": (MIN_LATENCY_TARGET_S, MAX_LATENCY_TARGET_S, False),
+    "max-gpus": (None, MAX_PLAN_GPUS, False),
+    "top": (None, MAX_PLAN_TOP, False),
+    "rate-scale": (MIN_RATE_SCALE, MAX_RATE_SCALE, False),
 }
 
 TOKEN_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
@@ -90,6 +101,8 @@ _NUM = r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)"
 _TOKENS_RE = re.compile(rf"^\s*{_NUM}\s*([kmg]?)\s*$", re.IGNORECASE)
 _BYTES_RE = re.compile(rf"^\s*{_NUM}\s*([kmgt]i?b|b)\s*$", re.IGNORECASE)
 _PERCENT_RE = re.compile(rf"^\s*{_NUM}\s*(%?)\s*$")
+_DURATION_RE = re.compile(rf"^\s*{_NUM}\s*(us|ms|s|min|h)\s*$", re.IGNORECASE)
+DURATION_SUFFIXES = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
 
 
 def gb_to_bytes(gb: float) -> float:
@@ -231,6 +244,16 @@ def parse_bytes(text: str, what: str = "bytes") -> float:
                          "or KiB, MiB, GiB, TiB (2^10 steps)")
     value = float(m.group(1)) * BYTE_SUFFIXES[m.group(2).lower()]
     return _finite_positive(value, what)
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """Parse a duration with its unit: ``2s``, ``50ms``, ``500us``, ``1.5min``, ``1h`` -> [s]. A bare number is
+    refused (seconds or milliseconds? the unit says)."""
+    m = _DURATION_RE.match(str(text))
+    if not m:
+        raise InputError(f"{what}: cannot read {str(text)[:40]!r} as a duration; give a unit: us, ms, s, min, h "
+                         "(examples: 2s, 50ms)")
+    return _finite_positive(float(m.group(1)) * DURATION_SUFFIXES[m.group(2).lower()], what)
 
 
 def parse_fraction(text: str | float, what: str = "fraction", minimum: float | None = None) -> float:

@@ -1,0 +1,184 @@
+"""``kvcalc plan``'s search: the cheapest deployments whose p99 TTFT and TPOT, as the bench core simulates them,
+meet the targets.
+
+1. Every family (hardware x TP x DP, plan_space.py) is checked against its lower bounds: memory (the KV pool
+   cannot hold the longest request), the TPOT floor and the TTFT floor. A family a bound rejects is never
+   simulated (the bound says by how much it misses).
+2. Each remaining family is simulated once at its lightest load (the most replicas --max-gpus allows): a family
+   that misses even there is rejected with the miss. This assumes latency does not fall as a replica's load
+   rises (fewer replicas), which holds for the scheduler's queueing and batching but is not proven for every
+   run; docs/commands/plan.md says so.
+3. The candidates of the families left (family x replicas) are simulated cheapest first ($/hour, then GPUs); a
+   family's first candidate that meets both targets is its answer (a dearer one of the same family is never
+   better). The search stops once ``top`` families have answers and the next candidate is dearer than the
+   ``top``-th answer.
+
+Each simulation is the bench core's (bench.simulate_spec) on the replica's BenchSpec (plan_space.replica_spec):
+re-running that spec gives the same figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from kvcalc.serve.plan_space import Candidate, Family, Targets, Traffic, candidates, family_bounds, replica_spec
+
+
+@dataclass
+class Plan:
+    """What the search found: answers (cheapest first), every simulated row, rejected families, counts."""
+
+    rows: list
+    simulated: list
+    rejected: list
+    enumerated: int      # candidates (family x replicas)
+    bound_pruned: int    # candidates of the families a lower bound rejected (never simulated)
+    simulations: int     # candidates simulated (the rest were not needed: dearer than the answers)
+    families: int
+    specs: dict = field(default_factory=dict)  # (family key, replicas) -> the BenchSpecs simulated
+
+    @property
+    def closest(self):
+        """The simulated row nearest the targets (the smallest worst ratio), or None."""
+        return min(self.simulated, key=lambda r: (r["miss_ratio"], r["usd_per_hour"]), default=None)
+
+
+def simulate_candidate(c: Candidate, traffic: Traffic, targets: Targets):
+    """(row, [BenchSpec]) of candidate ``c``: the bench core's figures for its replicas (see replica_spec)."""
+    from kvcalc.serve.bench import metrics, simulate_spec
+
+    f = c.family
+    if traffic.split is None:
+        spec = replica_spec(c, traffic)
+        m, runs, sm, pool, sch = simulate_spec(spec)
+        specs = [spec]
+        cluster_throughput = m["output_throughput"] * c.replicas
+    else:
+        runs, specs = [], []
+        for part in traffic.split(c.replicas):
+            if not len(part.prompt):
+                continue
+            spec = replica_spec(c, traffic, part)
+            _, r, sm, pool, sch = simulate_spec(spec)
+            runs += r
+            specs.append(spec)
+        m = metrics(runs, replace(f.spec, dp=f.dp * c.replicas))
+        cluster_throughput = m["output_throughput"]
+    return row_of(c, m, pool, sch, cluster_throughput, targets), specs
+
+
+def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets: Targets) -> dict:
+    """One result row in bench's names (plus the deployment's) [raw SI units, ms where the name says so]."""
+    f = c.family
+    ttft_ratio = m["p99_ttft_ms"] / 1e3 / targets.ttft_p99_s
+    tpot_ratio = m["p99_tpot_ms"] / 1e3 / targets.tpot_p99_s
+    return {
+        "hardware": f.hw_name, "gpus": c.gpus, "gpus_per_replica": f.gpus_per_replica, "tp": f.tp, "dp": f.dp,
+        "replicas": c.replicas, "disagg": None, "usd_per_hour": c.usd_per_hour,
+        "usd_per_mtok_input": m["usd_per_mtok_input"], "usd_per_mtok_output": m["usd_per_mtok_output"],
+        "usd_per_mtok_blended": m["usd_per_mtok_blended"],
+        "output_throughput": cluster_throughput,
+        "output_throughput_per_gpu": cluster_throughput / c.gpus,
+        "tokens_per_s_per_user": 1e3 / m["mean_tpot_ms"] if m["mean_tpot_ms"] > 0 else 0.0,
+        "median_ttft_ms": m["median_ttft_ms"], "p99_ttft_ms": m["p99_ttft_ms"],
+        "median_tpot_ms": m["median_tpot_ms"], "p99_tpot_ms": m["p99_tpot_ms"],
+        "mean_ttft_ms": m["mean_ttft_ms"], "mean_tpot_ms": m["mean_tpot_ms"],
+        "kv_pool_tokens": int(pool.num_blocks * pool.block_size), "block_size": pool.block_size,
+        "hit_rate": m["cached_tokens"] / m["total_input_tokens"] if m["total_input_tokens"] else 0.0,
+        "max_num_seqs": sch.max_num_seqs, "max_num_batched_tokens": sch.max_num_batched_tokens,
+        "simulated_requests": m["completed"], "preemptions": m["preemptions"],
+        "meets": ttft_ratio <= 1 and tpot_ratio <= 1, "miss_ratio": max(ttft_ratio, tpot_ratio),
+        "ttft_ratio": ttft_ratio, "tpot_ratio": tpot_ratio,
+    }
+
+
+def _reject(f: Family, reason: str, detail: str, ratio: float) -> dict:
+    return {"hardware": f.hw_name, "tp": f.tp, "dp": f.dp, "gpus_per_replica": f.gpus_per_replica,
+            "reason": reason, "detail": detail, "miss_ratio": ratio}
+
+
+def prune(fams: list[Family], traffic: Traffic, targets: Targets):
+    """(families left, rejected rows): the bounds of plan_space.family_bounds against the targets."""
+    left, rejected = [], []
+    for f in fams:
+        b = family_bounds(f, traffic)
+        if b.pool_blocks < b.need_blocks:
+            what = ("the weights leave no KV memory" if b.pool_blocks <= 0 else
+                    f"KV pool {b.pool_blocks:,} blocks of {b.limits['block_size']} tokens")
+            rejected.append(_reject(f, "memory", f"{what}; the longest request needs {b.need_blocks:,} blocks",
+                                    b.need_blocks / max(b.pool_blocks, 1)))
+        elif b.tpot_floor_s > targets.tpot_p99_s:
+            rejected.append(_reject(f, "TPOT", f"floor {b.tpot_floor_s * 1e3:,.2f} ms (one decode step: weights "
+                                    "read + fixed costs) > target", b.tpot_floor_s / targets.tpot_p99_s))
+        elif b.ttft_floor_s > targets.ttft_p99_s:
+            rejected.append(_reject(f, "TTFT", f"floor {b.ttft_floor_s * 1e3:,.1f} ms (front end + own prefill) > "
+                                    "target", b.ttft_floor_s / targets.ttft_p99_s))
+        else:
+            left.append(f)
+    return left, rejected
+
+
+def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int, top: int = 3) -> Plan:
+    """The search of the module docstring -> Plan."""
+    from kvcalc.out import progress
+
+    enumerated = len(candidates(fams, max_gpus))
+    left, rejected = prune(fams, traffic, targets)
+    simulated: list = []
+    done: dict = {}
+    specs: dict = {}
+
+    def run(c: Candidate) -> dict:
+        k = (c.family.key(), c.replicas)
+        if k not in done:
+            try:
+                row, sp = simulate_candidate(c, traffic, targets)
+            except ValueError as e:  # the scheduler cannot serve the run (a request larger than the pool)
+                row, sp = None, [str(e)]
+            done[k] = row
+            specs[k] = sp
+            if row is not None:
+                simulated.append(row)
+        return done[k]
+
+    probed = []
+    for f in progress.track(left, "families"):
+        lightest = Candidate(f, max_gpus // f.gpus_per_replica)
+        row = run(lightest)
+        if row is None:
+            rejected.append(_reject(f, "memory", specs[(f.key(), lightest.replicas)][0], float("inf")))
+        elif not row["meets"]:
+            which = "TTFT" if row["ttft_ratio"] >= row["tpot_ratio"] else "TPOT"
+            rejected.append(_reject(f, which, f"at its lightest load ({lightest.replicas} replicas): p99 TTFT "
+                                    f"{row['p99_ttft_ms']:,.1f} ms, p99 TPOT {row['p99_tpot_ms']:,.2f} ms",
+                                    row["miss_ratio"]))
+        else:
+            probed.append(f)
+    answers: dict = {}
+    for c in candidates(probed, max_gpus):
+        key = c.family.key()
+        if key in answers:
+            continue
+        if len(answers) >= top:
+            nth = sorted(a[1] for a in answers.values())[top - 1]
+            if c.order() > nth:
+                break
+        row = run(c)
+        if row is not None and row["meets"]:
+            answers[key] = (row, c.order())
+    rows = [a[0] for a in sorted(answers.values(), key=lambda a: a[1])][:top]
+    bound_pruned = sum(max_gpus // f.gpus_per_replica for f in fams if f not in left)
+    return Plan(rows=rows, simulated=simulated, rejected=rejected, enumerated=enumerated,
+                bound_pruned=bound_pruned, simulations=len(done), families=len(fams), specs=specs)
+
+
+def frontier(rows: list) -> list:
+    """The Pareto frontier of rows over (tokens/s per user, output throughput per GPU), both higher-better:
+    the rows no other row beats on both, by tokens/s per user."""
+    pts = sorted(rows, key=lambda r: (-r["tokens_per_s_per_user"], -r["output_throughput_per_gpu"]))
+    out, best = [], -1.0
+    for r in pts:
+        if r["output_throughput_per_gpu"] > best:
+            out.append(r)
+            best = r["output_throughput_per_gpu"]
+    return sorted(out, key=lambda r: r["tokens_per_s_per_user"])
