@@ -127,12 +127,13 @@ def miss_line(plan: Plan, targets: Targets, max_gpus: int) -> str:
             misses.append(f"p99 TTFT {c['p99_ttft_ms']:,.1f} ms ({c['ttft_ratio']:.3g}x the target)")
         if c["tpot_ratio"] > 1:
             misses.append(f"p99 TPOT {c['p99_tpot_ms']:,.2f} ms ({c['tpot_ratio']:.3g}x the target)")
+        plural = "s" if c["replicas"] > 1 else ""
         return (f"{head}; closest: {c['gpus']} x {c['hardware']} (tp {c['tp']}, dp {c['dp']}, {c['replicas']} "
-                f"replicas) misses by {', '.join(misses)}")
+                f"replica{plural}) misses by {', '.join(misses)}")
     if plan.rejected:
         r = min(plan.rejected, key=lambda r: r["miss_ratio"])
         return (f"{head}; closest: {r['hardware']} tp {r['tp']} dp {r['dp']} fails on {r['reason']}: {r['detail']} "
-                f"({r['miss_ratio']:.3g}x)")
+                f"({r['miss_ratio']:.3g}x the target)")
     return head + "; no candidate fits --max-gpus"
 
 

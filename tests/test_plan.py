@@ -1,0 +1,181 @@
+"""kvcalc plan (issue 23): the must-holds. Every reported configuration, re-run through the bench core with the
+same inputs, meets its targets; the lower bounds are below what the simulation gives; tighter targets never give
+a cheaper plan and more allowed GPUs never a dearer one (hypothesis on a small search); impossible targets exit 2
+naming the closest configuration."""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import run_cli
+from kvcalc.out.errors import InputError
+from kvcalc.out.units import parse_duration
+
+TRACE = Path(__file__).parent / "fixtures" / "traces" / "mooncake_synthetic_head400.jsonl"
+
+
+def _plan(model="qwen3-14b", hardware=("h100-sxm", "a100-80g"), max_gpus=4, ttft=2.0, tpot=0.05, n=60, rate=2.0,
+          top=3, input_len=1000, output_len=60):
+    from kvcalc.model import catalog
+    from kvcalc.serve import plan_search, plan_space
+    from kvcalc.serve.bench import BenchSpec
+    from kvcalc.serve.calibration import calibration_for
+
+    m = catalog.load_model(model)
+    hws = []
+    for h in hardware:
+        hw = catalog.load_hardware(h)
+        cal, cal_name, note = calibration_for(h)
+        hws.append((h, hw, catalog.load_link(hw.scaleup_link), (cal, cal_name), note))
+    tmpl = BenchSpec(model, m, "", None, None, None, "", input_len=input_len, output_len=output_len,
+                     num_prompts=n, request_rate=rate, max_model_len=input_len + output_len)
+    traffic = plan_space.Traffic(base=tmpl)
+    fams = plan_space.families(m, hws, tmpl, max_gpus)
+    return plan_search.search(fams, traffic, plan_space.Targets(ttft, tpot), max_gpus, top), fams, traffic
+
+
+@lru_cache(maxsize=None)
+def _cheapest(max_gpus: int, ttft_ms: int, tpot_ms: int):
+    plan, _, _ = _plan(max_gpus=max_gpus, ttft=ttft_ms / 1e3, tpot=tpot_ms / 1e3, top=1)
+    return plan.rows[0]["usd_per_hour"] if plan.rows else math.inf
+
+
+def test_durations_parse_with_their_unit():
+    assert parse_duration("2s") == 2.0
+    assert parse_duration("50ms") == pytest.approx(0.05)
+    assert parse_duration("500us") == pytest.approx(5e-4)
+    assert parse_duration("1.5min") == 90.0
+    for bad in ("2", "", "-1s", "1e400s", "nan ms", "5 parsecs"):
+        with pytest.raises(InputError):
+            parse_duration(bad, "--ttft-p99")
+
+
+def test_every_reported_configuration_meets_its_targets_when_re_run_through_bench():
+    from kvcalc.serve.bench import simulate_spec
+
+    plan, _, _ = _plan()
+    assert plan.rows
+    for row in plan.rows:
+        specs = plan.specs[((row["hardware"], row["tp"], row["dp"]), row["replicas"])]
+        again = simulate_spec(specs[0])[0]
+        assert again["p99_ttft_ms"] == row["p99_ttft_ms"] and again["p99_tpot_ms"] == row["p99_tpot_ms"]
+        assert again["p99_ttft_ms"] <= 2000 and again["p99_tpot_ms"] <= 50
+        # one replica's share of the traffic: 1 / replicas of the rate and of the prompts
+        assert specs[0].request_rate == pytest.approx(2.0 / row["replicas"])
+        assert specs[0].num_prompts == 60 // row["replicas"]
+    costs = [r["usd_per_hour"] for r in plan.rows]
+    assert costs == sorted(costs)
+
+
+def test_the_bounds_never_exceed_what_the_simulation_gives():
+    from kvcalc.serve.plan_space import family_bounds
+
+    plan, fams, traffic = _plan(max_gpus=2, ttft=600.0, tpot=10.0)
+    by_key = {f.key(): family_bounds(f, traffic) for f in fams}
+    assert plan.simulated
+    for row in plan.simulated:
+        b = by_key[(row["hardware"], row["tp"], row["dp"])]
+        assert b.tpot_floor_s * 1e3 <= row["p99_tpot_ms"]
+        assert b.ttft_floor_s * 1e3 <= row["p99_ttft_ms"]
+
+
+def test_the_tpot_floor_is_the_weights_read_once_plus_the_fixed_costs():
+    from kvcalc.model import catalog
+    from kvcalc.serve.calibration import calibration_for
+    from kvcalc.serve.plan_space import tpot_floor_s
+    from kvcalc.serve.step_time import step_model
+
+    cal = calibration_for("h100-sxm")[0]
+    sm = step_model(catalog.load_model("qwen3-32b"), catalog.load_hardware("h100-sxm"), None, cal, 1)
+    # Qwen3-32B BF16 on one H100: ~61.7e9 B of weights read (all but the embedding) over 3.35e12 B/s x the
+    # calibration's HBM efficiency 0.75 = ~24.6 ms, + vLLM's fitted 6,000 us per step + 160 us per sequence
+    by_hand = sm.dense_weight_bytes / (3.35e12 * 0.75) + 6000e-6 + 160e-6
+    assert 55e9 < sm.dense_weight_bytes < 66e9
+    assert tpot_floor_s(sm) == pytest.approx(by_hand, rel=1e-9)  # compute at 1 token is far below memory
+
+
+def test_a_family_whose_floor_misses_is_never_simulated():
+    # 15 ms: below one decode step of Qwen3-14B on one A100 (~29.5e9 B / (2.039e12 B/s x 0.9) = ~16 ms)
+    plan, fams, _ = _plan(max_gpus=2, tpot=0.015)
+    reasons = {(r["hardware"], r["tp"], r["dp"]): (r["reason"], r["detail"]) for r in plan.rejected}
+    assert reasons[("a100-80g", 1, 1)][0] == "TPOT" and reasons[("a100-80g", 1, 1)][1].startswith("floor")
+    assert not any(r["hardware"] == "a100-80g" and r["tp"] == 1 and r["dp"] == 1 for r in plan.simulated)
+    assert plan.bound_pruned >= 2  # a100 tp1 dp1 with 1 and 2 replicas
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(max_gpus=st.sampled_from([1, 2, 4]), ttft=st.sampled_from([300, 1000, 3000]),
+       tpot=st.sampled_from([30, 45, 60]), tighter=st.sampled_from([0.5, 0.8]))
+def test_tighter_targets_never_cheaper_and_more_gpus_never_dearer(max_gpus, ttft, tpot, tighter):
+    base = _cheapest(max_gpus, ttft, tpot)
+    assert _cheapest(max_gpus, int(ttft * tighter), tpot) >= base
+    assert _cheapest(max_gpus, ttft, int(tpot * tighter)) >= base
+    assert _cheapest(max_gpus * 2, ttft, tpot) <= base
+
+
+def test_cli_json_rows_carry_the_issue_names():
+    r = run_cli("plan", "--model", "qwen3-14b", "--hardware", "h100-sxm", "--max-gpus", "2", "--num-prompts", "40",
+                "--request-rate", "2", "--random-input-len", "500", "--random-output-len", "40", "--format", "json")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)["results"]
+    assert rows
+    for key in ("hardware", "gpus", "gpus_per_replica", "tp", "dp", "replicas", "disagg", "usd_per_hour",
+                "usd_per_mtok_blended", "usd_per_mtok_input", "usd_per_mtok_output", "output_throughput_per_gpu",
+                "p99_ttft_ms", "p99_tpot_ms", "median_ttft_ms", "median_tpot_ms", "kv_pool_tokens", "hit_rate"):
+        assert key in rows[0], key
+    assert rows[0]["disagg"] is None and rows[0]["gpus"] == rows[0]["gpus_per_replica"] * rows[0]["replicas"]
+    assert rows[0]["usd_per_hour"] == pytest.approx(rows[0]["gpus"] * 6.88)  # the h100-sxm preset's price
+
+
+def test_impossible_targets_exit_2_naming_the_closest():
+    r = run_cli("plan", "--model", "qwen3-14b", "--hardware", "h100-sxm", "--max-gpus", "2", "--num-prompts", "20",
+                "--tpot-p99", "10ms", "--ttft-p99", "5s")
+    assert r.code == 2
+    assert len(r.err.strip().splitlines()) == 1
+    assert "no configuration within 2 GPUs" in r.err and "closest" in r.err and "x the target" in r.err
+
+
+def test_impossible_targets_still_show_the_closest_row():
+    r = run_cli("plan", "--model", "qwen3-14b", "--hardware", "h100-sxm", "--max-gpus", "2", "--num-prompts", "20",
+                "--tpot-p99", "40ms", "--ttft-p99", "200ms", "--format", "json")
+    assert r.code == 2 and "closest" in r.err
+    assert len(json.loads(r.out)["results"]) == 1
+
+
+def test_a_trace_plans_with_a_router():
+    r = run_cli("plan", "--model", "qwen3-14b", "--hardware", "h100-sxm", "--max-gpus", "2", "--trace", str(TRACE),
+                "--num-prompts", "60", "--block-tokens", "512", "--strategy", "prefix-tree", "--router", "prefix",
+                "--ttft-p99", "120s", "--tpot-p99", "2s", "--format", "json")
+    assert r.code == 0, r.err
+    env = json.loads(r.out)
+    assert env["inputs"]["dataset"] == "trace" and env["inputs"]["num_prompts"] == 60
+    assert env["results"][0]["hit_rate"] >= 0
+
+
+def test_a_workload_plans():
+    r = run_cli("plan", "--model", "qwen3-14b", "--hardware", "h100-sxm", "--max-gpus", "2", "--workload",
+                "article-100", "--strategy", "prefix-tree", "--ttft-p99", "60s", "--tpot-p99", "200ms",
+                "--format", "json")
+    assert r.code == 0, r.err
+    row = json.loads(r.out)["results"][0]
+    assert row["hit_rate"] > 0  # the shared system prompt and few-shot blocks are cached
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--disagg", "on"], "not modelled yet"), (["--ttft-p99", "2"], "give a unit"),
+    (["--tpot-p99", "0ms"], "--tpot-p99"), (["--max-gpus", "0"], "--max-gpus"), (["--top", "0"], "--top"),
+    (["--hardware", "h100-sxm,h100-sxm"], "twice"), (["--rate-scale", "2"], "only applies with --trace"),
+    (["--router", "prefix"], "only applies with"), (["--strategy", "A"], "--strategy"),
+    (["--hardware", "h100"], "h100"),
+])
+def test_bad_options_exit_2_with_one_line(args, needle):
+    r = run_cli("plan", "--model", "qwen3-14b", "--num-prompts", "10", *args)
+    assert r.code == 2, (args, r.err)
+    assert needle in r.err and len(r.err.strip().splitlines()) == 1
