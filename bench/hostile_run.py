@@ -3,7 +3,7 @@
     nice python bench/hostile_run.py [--per-kind 800] [--seed 21] [--timeout 20] [--show 10]
 
 The command lines come from the suite's fuzz generators (tests/test_fuzz_cli.py: one per command, bench's from
-tests/test_fuzz_bench.py, plus the config.json-field, sweep-grid and engine/tier kinds), with the same hostile files and hostile config.json folders,
+tests/test_fuzz_bench.py, plan's from tests/test_fuzz_plan.py, plus the config.json-field, sweep-grid and engine/tier kinds), with the same hostile files and hostile config.json folders,
 seeded. Each runs in a child forked from a parent that has already imported kvcalc (a fresh interpreter per case
 would spend ~0.5 s starting up; a fork costs milliseconds and isolates memory, crashes and hangs just the same),
 stdout and stderr captured, killed after --timeout seconds, limited to 4 GiB of address space (a runaway
@@ -135,10 +135,11 @@ def command_lines(per_kind: int, seed: int):
     """(kind, args, COLUMNS) for every generator of the suite, ``per_kind`` each."""
     import test_fuzz_bench as fb
     import test_fuzz_cli as fz
+    import test_fuzz_plan as fp
 
     files = fz.files.__wrapped__(Tmp())
     configs = fz.hostile_config_files(Tmp().mktemp("configs"), 400, seed)
-    kinds = {**fz.GENERATORS, "bench": fb.gen_bench, **fz.HOSTILE_GENERATORS}
+    kinds = {**fz.GENERATORS, "bench": fb.gen_bench, "plan": fp.gen_plan, **fz.HOSTILE_GENERATORS}
     for kind, gen in kinds.items():
         rng = random.Random(f"{seed}-{kind}")
         for _ in range(per_kind):
@@ -152,7 +153,7 @@ def command_lines(per_kind: int, seed: int):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-kind", type=int, default=800,
-                    help="cases per generator (14: every command, bench, and the config-field, sweep-grid and "
+                    help="cases per generator (15: every command, bench, plan, and the config-field, sweep-grid and "
                          "engine/tier kinds)")
     ap.add_argument("--seed", type=int, default=21)
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds before a case counts as a hang")

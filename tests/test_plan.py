@@ -179,3 +179,29 @@ def test_bad_options_exit_2_with_one_line(args, needle):
     r = run_cli("plan", "--model", "qwen3-14b", "--num-prompts", "10", *args)
     assert r.code == 2, (args, r.err)
     assert needle in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_the_screening_run_is_the_head_of_the_full_run_and_never_rejects_a_config_that_meets():
+    from dataclasses import replace
+
+    import numpy as np
+
+    from kvcalc.serve import plan_search, plan_space
+    from kvcalc.serve.bench import requests_of
+
+    _, fams, traffic = _plan(n=200, rate=6.0)
+    targets = plan_space.Targets(1.0, 0.04)
+    full = plan_space.replica_spec(plan_space.Candidate(fams[0], 1), traffic)
+    head = requests_of(replace(full, num_prompts=plan_search.SCREEN))
+    assert np.array_equal(head.send_s, requests_of(full).send_s[:plan_search.SCREEN])
+    seen = {True: 0, False: 0}
+    for f in fams:
+        for r in (1, 2):
+            c = plan_space.Candidate(f, r)
+            if plan_search.screen_misses(c, traffic, targets):
+                seen[True] += 1
+                row, _ = plan_search.simulate_candidate(c, traffic, targets)
+                assert not row["meets"], (f.key(), r)
+            else:
+                seen[False] += 1
+    assert seen[True] and seen[False]  # the case exercises both outcomes

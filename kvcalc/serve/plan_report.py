@@ -49,10 +49,10 @@ def hint(row: dict, model_name: str, max_model_len: int) -> str:
 
 def bench_line(spec, traffic: Traffic) -> str:
     """The ``kvcalc bench`` command that re-runs one replica's simulation (random dataset only)."""
-    rate = "inf" if math.isinf(spec.request_rate) else f"{spec.request_rate:g}"
+    rate = "" if math.isinf(spec.request_rate) else f" --request-rate {spec.request_rate:g}"  # bench: inf
     parts = [f"kvcalc bench --model {spec.model_name} --hardware {spec.hw_name} --tp {spec.tp} --dp {spec.dp}",
              f"--random-input-len {spec.input_len} --random-output-len {spec.output_len}",
-             f"--num-prompts {spec.num_prompts} --request-rate {rate} --max-model-len {spec.max_model_len}"]
+             f"--num-prompts {spec.num_prompts}{rate} --max-model-len {spec.max_model_len}"]
     if spec.max_concurrency:
         parts.append(f"--max-concurrency {spec.max_concurrency}")
     if spec.prefix_caching:
@@ -107,8 +107,8 @@ def explain_lines(plan: Plan, targets: Targets) -> list[str]:
              "own uncached prefill as one step + a fixed cost per further chunk",
              f"targets: p99 TTFT <= {targets.ttft_p99_s * 1e3:g} ms, p99 TPOT <= {targets.tpot_p99_s * 1e3:g} ms"]
     for r in plan.rejected:
-        lines.append(f"  {r['hardware']} tp {r['tp']} dp {r['dp']}: {r['reason']} ({r['detail']}; "
-                     f"{r['miss_ratio']:.3g}x the target)")
+        ratio = "" if r["miss_ratio"] is None else f"; {r['miss_ratio']:.3g}x the target"
+        lines.append(f"  {r['hardware']} tp {r['tp']} dp {r['dp']}: {r['reason']} ({r['detail']}{ratio})")
     for r in sorted(plan.simulated, key=lambda r: (r["usd_per_hour"], r["hardware"], r["tp"], r["dp"])):
         verdict = "meets" if r["meets"] else "misses"
         lines.append(f"  simulated {r['hardware']} tp {r['tp']} dp {r['dp']} x {r['replicas']}: ${r['usd_per_hour']:,.2f}"
@@ -131,9 +131,9 @@ def miss_line(plan: Plan, targets: Targets, max_gpus: int) -> str:
         return (f"{head}; closest: {c['gpus']} x {c['hardware']} (tp {c['tp']}, dp {c['dp']}, {c['replicas']} "
                 f"replica{plural}) misses by {', '.join(misses)}")
     if plan.rejected:
-        r = min(plan.rejected, key=lambda r: r["miss_ratio"])
-        return (f"{head}; closest: {r['hardware']} tp {r['tp']} dp {r['dp']} fails on {r['reason']}: {r['detail']} "
-                f"({r['miss_ratio']:.3g}x the target)")
+        r = min(plan.rejected, key=lambda r: (r["miss_ratio"] is None, r["miss_ratio"] or 0.0))
+        ratio = "" if r["miss_ratio"] is None else f" ({r['miss_ratio']:.3g}x the target)"
+        return f"{head}; closest: {r['hardware']} tp {r['tp']} dp {r['dp']} fails on {r['reason']}: {r['detail']}{ratio}"
     return head + "; no candidate fits --max-gpus"
 
 

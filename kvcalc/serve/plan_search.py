@@ -36,6 +36,7 @@ class Plan:
     simulations: int     # candidates simulated (the rest were not needed: dearer than the answers)
     families: int
     specs: dict = field(default_factory=dict)  # (family key, replicas) -> the BenchSpecs simulated
+    screened: int = 0    # of the simulations, those a short screening run rejected (screen_misses)
 
     @property
     def closest(self):
@@ -67,6 +68,38 @@ def simulate_candidate(c: Candidate, traffic: Traffic, targets: Targets):
     return row_of(c, m, pool, sch, cluster_throughput, targets), specs
 
 
+SCREEN = 25  # requests per engine of the screening run before a long one
+
+
+def screen_misses(c: Candidate, traffic: Traffic, targets: Targets) -> bool:
+    """True when a short run (the first SCREEN x dp requests of the replica's own list) already shows that the
+    full run's p99 TTFT or TPOT exceeds its target: the full run's p99 is above a target once at least
+    n - floor(0.99 (n - 1)) of its n requests are (np.percentile's linear rank), and a request's TTFT and TPOT
+    in the short run are no larger than in the full run, where later requests only join after it (first come,
+    first served) and add tokens to the steps it shares (an assumption of the scheduler's order, not a proof;
+    docs/commands/plan.md). Only for the random dataset's long runs (>= 2 x the short one)."""
+    import math
+
+    import numpy as np
+
+    from kvcalc.serve.bench import simulate_spec
+
+    full = replica_spec(c, traffic)
+    k = SCREEN * c.family.dp
+    if traffic.split is not None or full.num_prompts < 2 * k:
+        return False
+    n = full.num_prompts
+    need = n - math.floor(0.99 * (n - 1))
+    _, runs, _, _, _ = simulate_spec(replace(full, num_prompts=k))
+    ttft = np.concatenate([r.first_s - r.send_s for r in runs])
+    out = np.concatenate([r.output for r in runs])
+    multi = out > 1
+    e2el = np.concatenate([r.done_s - r.send_s for r in runs])
+    tpot = (e2el[multi] - ttft[multi]) / (out[multi] - 1)
+    return int((ttft > targets.ttft_p99_s).sum()) >= need or (
+        full.output_len > 1 and int((tpot > targets.tpot_p99_s).sum()) >= need)
+
+
 def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets: Targets) -> dict:
     """One result row in bench's names (plus the deployment's) [raw SI units, ms where the name says so]."""
     f = c.family
@@ -92,7 +125,8 @@ def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets:
     }
 
 
-def _reject(f: Family, reason: str, detail: str, ratio: float) -> dict:
+def _reject(f: Family, reason: str, detail: str, ratio) -> dict:
+    """A rejected family row; ``ratio``: the miss as a multiple of the target (None when unknown)."""
     return {"hardware": f.hw_name, "tp": f.tp, "dp": f.dp, "gpus_per_replica": f.gpus_per_replica,
             "reason": reason, "detail": detail, "miss_ratio": ratio}
 
@@ -125,6 +159,7 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
     enumerated = len(candidates(fams, max_gpus))
     left, rejected = prune(fams, traffic, targets)
     simulated: list = []
+    screened: list = []
     done: dict = {}
     specs: dict = {}
 
@@ -132,6 +167,10 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
         k = (c.family.key(), c.replicas)
         if k not in done:
             try:
+                if screen_misses(c, traffic, targets):
+                    done[k], specs[k] = None, []
+                    screened.append(k)
+                    return None
                 row, sp = simulate_candidate(c, traffic, targets)
             except ValueError as e:  # the scheduler cannot serve the run (a request larger than the pool)
                 row, sp = None, [str(e)]
@@ -145,8 +184,11 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
     for f in progress.track(left, "families"):
         lightest = Candidate(f, max_gpus // f.gpus_per_replica)
         row = run(lightest)
-        if row is None:
-            rejected.append(_reject(f, "memory", specs[(f.key(), lightest.replicas)][0], float("inf")))
+        if (f.key(), lightest.replicas) in screened:
+            rejected.append(_reject(f, "TTFT or TPOT", f"at its lightest load ({lightest.replicas} replicas) a "
+                                    "screening run of its first requests already misses", None))
+        elif row is None:
+            rejected.append(_reject(f, "memory", specs[(f.key(), lightest.replicas)][0], None))
         elif not row["meets"]:
             which = "TTFT" if row["ttft_ratio"] >= row["tpot_ratio"] else "TPOT"
             rejected.append(_reject(f, which, f"at its lightest load ({lightest.replicas} replicas): p99 TTFT "
@@ -169,7 +211,8 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
     rows = [a[0] for a in sorted(answers.values(), key=lambda a: a[1])][:top]
     bound_pruned = sum(max_gpus // f.gpus_per_replica for f in fams if f not in left)
     return Plan(rows=rows, simulated=simulated, rejected=rejected, enumerated=enumerated,
-                bound_pruned=bound_pruned, simulations=len(done), families=len(fams), specs=specs)
+                bound_pruned=bound_pruned, simulations=len(done), families=len(fams), specs=specs,
+                screened=len(screened))
 
 
 def frontier(rows: list) -> list:

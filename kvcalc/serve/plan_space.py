@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 NODE_GPUS = 8  # GPUs per node (HGX/DGX H100, H200, B200 boards): one replica's TP x DP stays inside one node
-PLAN_SAMPLE = 1000  # requests simulated per replica at a finite rate (a Poisson stream's percentiles settle
+PLAN_SAMPLE = 300  # requests simulated per engine at a finite rate (a Poisson stream's percentiles settle
                     # well before; --num-prompts above it x replicas is sampled, said in a note)
 
 
@@ -156,7 +156,7 @@ def replica_spec(c: Candidate, traffic: Traffic, part=None):
     r = c.replicas
     n = max(1, b.num_prompts // r)
     if traffic.finite_rate:
-        n = min(n, PLAN_SAMPLE)
+        n = min(n, PLAN_SAMPLE * c.family.dp)  # at most PLAN_SAMPLE per engine
     conc = None if b.max_concurrency is None else max(1, b.max_concurrency // r)
     return replace(spec, num_prompts=n, request_rate=b.request_rate / r, max_concurrency=conc)
 
