@@ -27,14 +27,9 @@ def setup(model_name: str, max_gpus: int):
     from kvcalc.model import catalog
     from kvcalc.serve import plan_space
     from kvcalc.serve.bench import BenchSpec
-    from kvcalc.serve.calibration import calibration_for
 
     m = catalog.load_model(model_name)
-    hws = []
-    for h in HARDWARE:
-        hw = catalog.load_hardware(h)
-        cal, cal_name, note = calibration_for(h)
-        hws.append((h, hw, catalog.load_link(hw.scaleup_link), (cal, cal_name), note))
+    hws = plan_space.hardware_choices(HARDWARE)
     tmpl = BenchSpec(model_name, m, "", None, None, None, "", input_len=2000, output_len=200, num_prompts=1000,
                      request_rate=8.0, max_model_len=2200)
     traffic = plan_space.Traffic(base=tmpl)

@@ -26,14 +26,9 @@ def _plan(model="qwen3-14b", hardware=("h100-sxm", "a100-80g"), max_gpus=4, ttft
     from kvcalc.model import catalog
     from kvcalc.serve import plan_search, plan_space
     from kvcalc.serve.bench import BenchSpec
-    from kvcalc.serve.calibration import calibration_for
 
     m = catalog.load_model(model)
-    hws = []
-    for h in hardware:
-        hw = catalog.load_hardware(h)
-        cal, cal_name, note = calibration_for(h)
-        hws.append((h, hw, catalog.load_link(hw.scaleup_link), (cal, cal_name), note))
+    hws = plan_space.hardware_choices(hardware)
     tmpl = BenchSpec(model, m, "", None, None, None, "", input_len=input_len, output_len=output_len,
                      num_prompts=n, request_rate=rate, max_model_len=input_len + output_len)
     traffic = plan_space.Traffic(base=tmpl)

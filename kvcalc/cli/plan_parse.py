@@ -5,22 +5,15 @@ import sys
 
 def _hardware(text: str):
     """The --hardware list -> [(name, preset, scale-up link or None, (calibration, its name), note)]."""
-    from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
-    from kvcalc.serve.calibration import calibration_for
+    from kvcalc.serve.plan_space import hardware_choices
 
     names = [h.strip() for h in str(text).split(",") if h.strip()]
     if not names:
         raise InputError("--hardware: give at least one hardware preset (e.g. h100-sxm,b200)")
     if len(names) != len(set(names)):
         raise InputError(f"--hardware: {text[:80]!r} names a preset twice")
-    out = []
-    for name in names:
-        hw = catalog.load_hardware(name)
-        link = catalog.load_link(hw.scaleup_link) if hw.scaleup_link else None
-        cal, cal_name, note = calibration_for(name)
-        out.append((catalog.name_of(name), hw, link, (cal, cal_name), note))
-    return out
+    return hardware_choices(names)
 
 
 def parse_and_run(ctx, a: dict) -> None:

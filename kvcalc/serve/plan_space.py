@@ -106,6 +106,21 @@ class Bounds:
     limits: dict = field(default_factory=dict)
 
 
+def hardware_choices(names) -> list:
+    """[(name, hardware preset, scale-up link or None, (calibration, its name), borrowed-calibration note)] of
+    hardware preset names or paths (catalog errors name the bad one)."""
+    from kvcalc.model import catalog
+    from kvcalc.serve.calibration import calibration_for
+
+    out = []
+    for name in names:
+        hw = catalog.load_hardware(name)
+        link = catalog.load_link(hw.scaleup_link) if hw.scaleup_link else None
+        cal, cal_name, note = calibration_for(name)
+        out.append((catalog.name_of(name), hw, link, (cal, cal_name), note))
+    return out
+
+
 def tp_sizes(model, most: int = NODE_GPUS) -> list[int]:
     """TP sizes (powers of two up to ``most``) the model's heads allow: q_heads % tp == 0 and, per layer group,
     kv_heads % tp == 0 or tp % kv_heads == 0 (vLLM's check in its model loader)."""
