@@ -49,7 +49,7 @@ def hint(row: dict, model_name: str, max_model_len: int) -> str:
 
 def bench_line(spec, traffic: Traffic) -> str:
     """The ``kvcalc bench`` command that re-runs one replica's simulation (random dataset only)."""
-    rate = "" if math.isinf(spec.request_rate) else f" --request-rate {spec.request_rate:g}"  # bench: inf
+    rate = "" if math.isinf(spec.request_rate) else f" --request-rate {spec.request_rate!r}"  # bench: inf
     parts = [f"kvcalc bench --model {spec.model_name} --hardware {spec.hw_name} --tp {spec.tp} --dp {spec.dp}",
              f"--random-input-len {spec.input_len} --random-output-len {spec.output_len}",
              f"--num-prompts {spec.num_prompts}{rate} --max-model-len {spec.max_model_len}"]
@@ -74,9 +74,9 @@ def plan_result(plan: Plan, targets: Targets, traffic: Traffic, inputs: dict, no
                  "predicted, not measured: each configuration is the bench core's simulation (kvcalc bench) of its "
                  "replicas; docs/serving-model.md shows that model's error on measured runs"]
     if traffic.split is None and traffic.finite_rate and inputs["num_prompts"] > PLAN_SAMPLE:
-        out_notes.append(f"at a finite rate each replica simulates at most {PLAN_SAMPLE:,} of its share of the "
-                         f"{inputs['num_prompts']:,} prompts (the percentiles of a Poisson stream settle well "
-                         "before)")
+        out_notes.append(f"at a finite rate each engine simulates at most the first {PLAN_SAMPLE:,} requests of its "
+                         f"share of the {inputs['num_prompts']:,} prompts (the bench line below re-runs exactly "
+                         "those)")
     max_len = inputs["max_model_len"]
     for i, row in enumerate(shown, 1):
         out_notes.append(f"deploy #{i}: {hint(row, inputs['model'], max_len)}")

@@ -11,7 +11,7 @@ meet the targets.
 3. The candidates of the families left (family x replicas) are simulated cheapest first ($/hour, then GPUs); a
    family's first candidate that meets both targets is its answer (a dearer one of the same family is never
    better). The search stops once ``top`` families have answers and the next candidate is dearer than the
-   ``top``-th answer.
+   ``top``-th answer. Answers at the same $/hour rank by $/M blended (the higher throughput).
 
 Each simulation is the bench core's (bench.simulate_spec) on the replica's BenchSpec (plan_space.replica_spec):
 re-running that spec gives the same figures.
@@ -71,8 +71,8 @@ def simulate_candidate(c: Candidate, traffic: Traffic, targets: Targets):
 SCREEN = 25  # requests per engine of the screening run before a long one
 
 
-def screen_misses(c: Candidate, traffic: Traffic, targets: Targets) -> bool:
-    """True when a short run (the first SCREEN x dp requests of the replica's own list) already shows that the
+def screen_misses(c: Candidate, traffic: Traffic, targets: Targets):
+    """"TTFT" or "TPOT" when a short run (the first SCREEN x dp requests of the replica's own list) already shows that the
     full run's p99 TTFT or TPOT exceeds its target: the full run's p99 is above a target once at least
     n - floor(0.99 (n - 1)) of its n requests are (np.percentile's linear rank), and a request's TTFT and TPOT
     in the short run are no larger than in the full run, where later requests only join after it (first come,
@@ -87,7 +87,7 @@ def screen_misses(c: Candidate, traffic: Traffic, targets: Targets) -> bool:
     full = replica_spec(c, traffic)
     k = SCREEN * c.family.dp
     if traffic.split is not None or full.num_prompts < 2 * k:
-        return False
+        return None
     n = full.num_prompts
     need = n - math.floor(0.99 * (n - 1))
     _, runs, _, _, _ = simulate_spec(replace(full, num_prompts=k))
@@ -96,8 +96,11 @@ def screen_misses(c: Candidate, traffic: Traffic, targets: Targets) -> bool:
     multi = out > 1
     e2el = np.concatenate([r.done_s - r.send_s for r in runs])
     tpot = (e2el[multi] - ttft[multi]) / (out[multi] - 1)
-    return int((ttft > targets.ttft_p99_s).sum()) >= need or (
-        full.output_len > 1 and int((tpot > targets.tpot_p99_s).sum()) >= need)
+    if int((ttft > targets.ttft_p99_s).sum()) >= need:
+        return "TTFT"
+    if full.output_len > 1 and int((tpot > targets.tpot_p99_s).sum()) >= need:
+        return "TPOT"
+    return None
 
 
 def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets: Targets) -> dict:
@@ -167,8 +170,9 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
         k = (c.family.key(), c.replicas)
         if k not in done:
             try:
-                if screen_misses(c, traffic, targets):
-                    done[k], specs[k] = None, []
+                missed = screen_misses(c, traffic, targets)
+                if missed:
+                    done[k], specs[k] = None, [missed]
                     screened.append(k)
                     return None
                 row, sp = simulate_candidate(c, traffic, targets)
@@ -184,14 +188,15 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
     for f in progress.track(left, "families"):
         lightest = Candidate(f, max_gpus // f.gpus_per_replica)
         row = run(lightest)
+        load = f"at its lightest load ({lightest.replicas} replica{'s' if lightest.replicas > 1 else ''})"
         if (f.key(), lightest.replicas) in screened:
-            rejected.append(_reject(f, "TTFT or TPOT", f"at its lightest load ({lightest.replicas} replicas) a "
-                                    "screening run of its first requests already misses", None))
+            rejected.append(_reject(f, specs[(f.key(), lightest.replicas)][0], f"{load} a short screening run of "
+                                    "its first requests already misses", None))
         elif row is None:
             rejected.append(_reject(f, "memory", specs[(f.key(), lightest.replicas)][0], None))
         elif not row["meets"]:
             which = "TTFT" if row["ttft_ratio"] >= row["tpot_ratio"] else "TPOT"
-            rejected.append(_reject(f, which, f"at its lightest load ({lightest.replicas} replicas): p99 TTFT "
+            rejected.append(_reject(f, which, f"{load}: p99 TTFT "
                                     f"{row['p99_ttft_ms']:,.1f} ms, p99 TPOT {row['p99_tpot_ms']:,.2f} ms",
                                     row["miss_ratio"]))
         else:
@@ -201,14 +206,12 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
         key = c.family.key()
         if key in answers:
             continue
-        if len(answers) >= top:
-            nth = sorted(a[1] for a in answers.values())[top - 1]
-            if c.order() > nth:
-                break
+        if len(answers) >= top and c.usd_per_hour > sorted(answers.values())[top - 1][0]:
+            break  # every candidate left is dearer than the top-th answer (equal prices are all simulated)
         row = run(c)
         if row is not None and row["meets"]:
-            answers[key] = (row, c.order())
-    rows = [a[0] for a in sorted(answers.values(), key=lambda a: a[1])][:top]
+            answers[key] = (row["usd_per_hour"], row["usd_per_mtok_blended"], c.order(), row)
+    rows = [a[3] for a in sorted(answers.values(), key=lambda a: a[:3])][:top]  # equal $/hour: lower $/M first
     bound_pruned = sum(max_gpus // f.gpus_per_replica for f in fams if f not in left)
     return Plan(rows=rows, simulated=simulated, rejected=rejected, enumerated=enumerated,
                 bound_pruned=bound_pruned, simulations=len(done), families=len(fams), specs=specs,
