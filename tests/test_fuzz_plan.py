@@ -27,7 +27,8 @@ def gen_plan(g: Gen):
     g.args += ["--max-gpus", g.pick(["1", "2", "4"], ["0", "-1", "1e400", "99999999999", "x", "", "4097"])]
     g.opt("--ttft-p99", ["2s", "500ms", "30s", "1min"], BAD_DURATIONS, p=0.6)
     g.opt("--tpot-p99", ["50ms", "20ms", "200ms", "1s"], BAD_DURATIONS, p=0.6)
-    g.opt("--disagg", ["off"], ["on", "auto", "", "x"], p=0.1)
+    g.opt("--disagg", ["off", "on", "auto"], ["", "x", "ON"], p=0.15)
+    g.opt("--pd-link", ["nvlink4", "ib-ndr400"], ["nosuch", ""] + hostile_files(g.files), p=0.05)
     g.opt("--strategy", ["lru", "prefix-tree"], ["", "A", "LRU"], p=0.3)
     g.opt("--top", ["1", "3", "5"], ["0", "-1", "x", "1e400", "100000"], p=0.2)
     g.opt("--price-per-gpu-hour", ["1", "2.5"], p=0.1)

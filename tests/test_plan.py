@@ -58,7 +58,7 @@ def test_every_reported_configuration_meets_its_targets_when_re_run_through_benc
     plan, _, _ = _plan()
     assert plan.rows
     for row in plan.rows:
-        specs = plan.specs[((row["hardware"], row["tp"], row["dp"]), row["replicas"])]
+        specs = plan.specs[((row["hardware"], row["tp"], row["dp"], None), row["replicas"])]
         again = simulate_spec(specs[0])[0]
         assert again["p99_ttft_ms"] == row["p99_ttft_ms"] and again["p99_tpot_ms"] == row["p99_tpot_ms"]
         assert again["p99_ttft_ms"] <= 2000 and again["p99_tpot_ms"] <= 50
@@ -76,7 +76,7 @@ def test_the_bounds_never_exceed_what_the_simulation_gives():
     by_key = {f.key(): family_bounds(f, traffic) for f in fams}
     assert plan.simulated
     for row in plan.simulated:
-        b = by_key[(row["hardware"], row["tp"], row["dp"])]
+        b = by_key[(row["hardware"], row["tp"], row["dp"], row["disagg"])]
         assert b.tpot_floor_s * 1e3 <= row["p99_tpot_ms"]
         assert b.ttft_floor_s * 1e3 <= row["p99_ttft_ms"]
 
@@ -100,7 +100,7 @@ def test_the_tpot_floor_is_the_weights_read_once_plus_the_fixed_costs():
 def test_a_family_whose_floor_misses_is_never_simulated():
     # 15 ms: below one decode step of Qwen3-14B on one A100 (~29.5e9 B / (2.039e12 B/s x 0.9) = ~16 ms)
     plan, fams, _ = _plan(max_gpus=2, tpot=0.015)
-    reasons = {(r["hardware"], r["tp"], r["dp"]): (r["reason"], r["detail"]) for r in plan.rejected}
+    reasons = {(r["hardware"], r["tp"], r["dp"]): (r["reason"], r["detail"]) for r in plan.rejected if not r["disagg"]}
     assert reasons[("a100-80g", 1, 1)][0] == "TPOT" and reasons[("a100-80g", 1, 1)][1].startswith("floor")
     assert not any(r["hardware"] == "a100-80g" and r["tp"] == 1 and r["dp"] == 1 for r in plan.simulated)
     assert plan.bound_pruned >= 2  # a100 tp1 dp1 with 1 and 2 replicas
@@ -165,7 +165,8 @@ def test_a_workload_plans():
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--disagg", "on"], "not modelled yet"), (["--ttft-p99", "2"], "give a unit"),
+    (["--disagg", "on", "--max-concurrency", "4"], "not modelled"), (["--pd-link", "nvlink4"], "only applies with"),
+    (["--disagg", "x"], "--disagg"), (["--ttft-p99", "2"], "give a unit"),
     (["--tpot-p99", "0ms"], "--tpot-p99"), (["--max-gpus", "0"], "--max-gpus"), (["--top", "0"], "--top"),
     (["--hardware", "h100-sxm,h100-sxm"], "twice"), (["--rate-scale", "2"], "only applies with --trace"),
     (["--router", "prefix"], "only applies with"), (["--strategy", "A"], "--strategy"),
@@ -201,3 +202,57 @@ def test_the_screening_run_is_the_head_of_the_full_run_and_never_rejects_a_confi
             else:
                 seen[False] += 1
     assert seen[True] and seen[False]  # the case exercises both outcomes
+
+
+def test_the_kv_hand_off_is_latency_plus_the_gpu_share_over_bandwidth():
+    from kvcalc.model import catalog
+    from kvcalc.serve.bench import BenchSpec
+    from kvcalc.serve.plan_disagg import handoff_s
+
+    m = catalog.load_model("qwen3-14b")
+    link = catalog.load_link("nvlink4")
+    # Qwen3-14B: 40 layers x 8 KV heads x 128 dims x (K + V) x 2 B = 163,840 B per token; 1,000 tokens =
+    # 163.84 MB, all on one GPU at tp 1 and half per GPU at tp 2 (8 KV heads shard); NVLink4 measured 397 GB/s
+    # and 2.65 us (presets/links/nvlink4.toml): 2.65e-6 + 163.84e6 / 397e9 = 415.35 us
+    spec = BenchSpec("qwen3-14b", m, "h100-sxm", None, None, None, "", tp=1)
+    assert float(handoff_s(spec, link, [1000])[0]) == pytest.approx(2.65e-6 + 163.84e6 / 397e9, rel=1e-6)
+    half = BenchSpec("qwen3-14b", m, "h100-sxm", None, None, None, "", tp=2)
+    assert float(handoff_s(half, link, [1000])[0]) == pytest.approx(2.65e-6 + 81.92e6 / 397e9, rel=1e-6)
+
+
+def test_a_handed_over_prompt_is_not_prefilled_again():
+    import numpy as np
+
+    from kvcalc.model import catalog
+    from kvcalc.serve.bench import BenchSpec, pool_and_limits
+    from kvcalc.serve.calibration import calibration_for
+    from kvcalc.serve.scheduler import Requests, simulate
+    from kvcalc.serve.step_time import step_model
+
+    m, hw = catalog.load_model("qwen3-14b"), catalog.load_hardware("h100-sxm")
+    cal = calibration_for("h100-sxm")[0]
+    spec = BenchSpec("qwen3-14b", m, "h100-sxm", hw, None, cal, "h100-sxm", max_model_len=4200)
+    pool, sch = pool_and_limits(spec)
+    sm = step_model(m, hw, None, cal, 1)
+    n = 8
+    send, prompt, out = np.zeros(n), np.full(n, 4000), np.full(n, 50)
+    fresh = simulate(sm, pool, Requests(send, prompt, out), sch)
+    handed = simulate(sm, pool, Requests(send, prompt, out, handed=prompt), sch)
+    assert fresh.prefill_tokens == n * 4000
+    assert handed.prefill_tokens == n  # only the last prompt token of each is computed
+    assert np.nanmax(handed.first_s) < np.nanmax(fresh.first_s) / 5
+
+
+def test_disaggregated_plans_count_every_engine():
+    r = run_cli("plan", "--model", "qwen3-14b", "--hardware", "h100-sxm", "--max-gpus", "4", "--num-prompts", "40",
+                "--request-rate", "1", "--random-input-len", "2000", "--random-output-len", "50", "--disagg", "on",
+                "--ttft-p99", "10s", "--tpot-p99", "100ms", "--format", "json")
+    assert r.code == 0, r.err
+    env = json.loads(r.out)
+    rows = env["results"]
+    assert rows and all(row["disagg"] for row in rows)
+    for row in rows:
+        p, d = (int(x) for x in row["disagg"].rstrip("D").split("P:"))
+        assert row["gpus_per_replica"] == row["tp"] * (p + d)
+        assert row["gpus"] == row["gpus_per_replica"] * row["replicas"]
+        assert row["p99_ttft_ms"] <= 10_000 and row["p99_tpot_ms"] <= 100

@@ -28,7 +28,7 @@ METAVARS = {
     "--max-seconds": "SECONDS",
     **dict.fromkeys(("--ttft-p99", "--tpot-p99"), "DURATION"),
     **dict.fromkeys(("--max-gpus", "--top"), "INTEGER"),
-    "--rate-scale": "FACTOR", "--disagg": "off",
+    "--rate-scale": "FACTOR", "--disagg": "off|on|auto",
     **dict.fromkeys(("--kv-dtype", "--indexer-dtype", "--state-dtype"), "DTYPE"),
     **dict.fromkeys(("--output", "--plot", "--trace", "--engine-log"), "FILE"),
     "--engine-version": "VERSION",

@@ -18,7 +18,8 @@ def plan(
     tpot_p99: Annotated[str, typer.Option("--tpot-p99", help="target p99 time per output token, with its unit (50ms)", rich_help_panel=S)] = "50ms",
     hardware: Annotated[str, typer.Option("--hardware", help="hardware presets to choose from, comma-separated", rich_help_panel=S)] = "h100-sxm,h200-sxm,b200",
     max_gpus: Annotated[int, typer.Option("--max-gpus", help=f"GPUs in all at most (1 to {MAX_PLAN_GPUS:,})", rich_help_panel=S)] = 64,
-    disagg: Annotated[str, typer.Option("--disagg", metavar="off", help="prefill/decode disaggregation: off (aggregated serving; disaggregated plans are not modelled yet)", rich_help_panel=S)] = "off",
+    disagg: Annotated[str, typer.Option("--disagg", help="prefill/decode disaggregation: off (aggregated only), on (P:D pairs only), auto (both)", rich_help_panel=S)] = "off",
+    pd_link: Annotated[Optional[str], typer.Option("--pd-link", help="link preset the KV is handed over with --disagg (default: each hardware's scale-up link)", rich_help_panel=S)] = None,
     strategy: Annotated[str, typer.Option("--strategy", help="lru: no prefix reuse; prefix-tree: vLLM's prefix cache (--enable-prefix-caching)", rich_help_panel=S)] = "lru",
     top: Annotated[int, typer.Option("--top", help=f"configurations to show, cheapest first (1 to {MAX_PLAN_TOP:,})", rich_help_panel=S)] = 3,
     price_per_gpu_hour: Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="USD per GPU-hour for every hardware (default: each preset's)", rich_help_panel=S)] = None,
@@ -41,7 +42,7 @@ def plan(
 ):
     """The cheapest deployment that meets p99 TTFT and TPOT targets: hardware, TP x DP, replicas, $/hour, $/M.
 
-    Searches hardware x TP x DP x replicas (up to --max-gpus), prunes by memory and lower bounds on TPOT and TTFT,
+    Searches hardware x TP x DP (or x P:D prefill/decode engines with --disagg) x replicas (up to --max-gpus), prunes by memory and lower bounds on TPOT and TTFT,
     simulates the rest with the serving model of `kvcalc bench`, cheapest first, and prints the cheapest that
     meet the targets with the `vllm serve` flags they assume, why each rejected family fails, and the Pareto
     frontier (throughput per GPU vs tokens/s per user). Exit 2 when nothing meets the targets, naming the closest.
@@ -52,6 +53,7 @@ def plan(
       kvcalc plan --model qwen3-32b --ttft-p99 2s --tpot-p99 50ms --request-rate 8 --random-input-len 2000 --random-output-len 200
       kvcalc plan --model gpt-oss-120b --hardware h100-sxm,b200 --max-gpus 16 --request-rate 4 --format json
       kvcalc plan --model qwen3-14b --trace conversation.jsonl --strategy prefix-tree --router prefix --rate-scale 2
+      kvcalc plan --model qwen3-32b --disagg auto --pd-link ib-ndr400 --request-rate 8 --random-input-len 8k
     """
     from kvcalc.cli.plan_parse import parse_and_run
 

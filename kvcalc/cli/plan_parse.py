@@ -37,9 +37,9 @@ def parse_and_run(ctx, a: dict) -> None:
                                  ("--router", a["router"], ("round-robin", "least-loaded", "session", "prefix"))):
         if value not in allowed:
             raise InputError(f"{flag}: {str(value)[:40]!r} is not one of {', '.join(allowed)}")
-    if a["disagg"] != "off":
-        raise InputError(f"--disagg {a['disagg']}: prefill/decode disaggregated plans are not modelled yet; "
-                         "use --disagg off")
+    refuse_unless(ctx, a["disagg"] != "off", ["pd_link"], "--disagg on or --disagg auto")
+    if a["disagg"] != "off" and a["max_concurrency"] is not None:
+        raise InputError("--max-concurrency: a client cap is not modelled with --disagg on/auto (give a --request-rate)")
     ttft = parse_duration(a["ttft_p99"], "--ttft-p99")
     tpot = parse_duration(a["tpot_p99"], "--tpot-p99")
     check_option("ttft-p99", ttft)
@@ -112,13 +112,15 @@ def parse_and_run(ctx, a: dict) -> None:
     from kvcalc.serve.plan_search import search
     from kvcalc.serve.plan_space import families
 
-    fams = families(model, hardware, template, max_gpus)
+    pd_link = catalog.load_link(a["pd_link"]) if a["pd_link"] is not None else None
+    fams = families(model, hardware, template, max_gpus, a["disagg"], pd_link)
     if not fams:
         raise InputError(f"plan: no TP size of {model_name}'s heads fits in {max_gpus} GPUs")
     with progress.shown("plan"):
         found = search(fams, traffic, targets, max_gpus, top)
     inputs = {"model": model_name, "hardware": [h[0] for h in hardware], "max_gpus": max_gpus,
-              "ttft_p99_s": ttft, "tpot_p99_s": tpot, "disagg": a["disagg"], "strategy": a["strategy"],
+              "ttft_p99_s": ttft, "tpot_p99_s": tpot, "disagg": a["disagg"],
+              "pd_link": (catalog.name_of(a["pd_link"]) if a["pd_link"] else "scale-up") if a["disagg"] != "off" else None, "strategy": a["strategy"],
               "dataset": label, "random_input_len": input_len if not listed else None,
               "random_output_len": output_len if not listed else None, "num_prompts": n if requests is None
               else len(requests.prompt), "request_rate": None if math.isinf(rate) or a["trace"] else rate,

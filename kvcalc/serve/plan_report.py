@@ -12,7 +12,7 @@ from kvcalc.serve.plan_space import PLAN_SAMPLE, Targets, Traffic
 
 COLUMNS = (
     Column("hardware", "hardware", "text"), Column("gpus", "GPUs", "int"), Column("tp", "TP", "int"),
-    Column("dp", "DP", "int"), Column("replicas", "replicas", "int"),
+    Column("dp", "DP", "int"), Column("disagg", "P:D", "text"), Column("replicas", "replicas", "int"),
     Column("usd_per_hour", "$/hour", "usd"), Column("usd_per_mtok_input", "$/M in", "usd"),
     Column("usd_per_mtok_output", "$/M out", "usd"), Column("usd_per_mtok_blended", "$/M blended", "usd"),
     Column("output_throughput_per_gpu", "out tok/s per GPU", "float"),
@@ -23,11 +23,11 @@ COLUMNS = (
 )
 REJECTED = (
     Column("hardware", "hardware", "text"), Column("tp", "TP", "int"), Column("dp", "DP", "int"),
-    Column("reason", "fails on", "text"), Column("miss_ratio", "x target", "float"), Column("detail", "why", "text"),
+    Column("disagg", "P:D", "text"), Column("reason", "fails on", "text"), Column("miss_ratio", "x target", "float"), Column("detail", "why", "text"),
 )
 FRONTIER = (
     Column("hardware", "hardware", "text"), Column("gpus", "GPUs", "int"), Column("tp", "TP", "int"),
-    Column("dp", "DP", "int"), Column("replicas", "replicas", "int"),
+    Column("dp", "DP", "int"), Column("disagg", "P:D", "text"), Column("replicas", "replicas", "int"),
     Column("tokens_per_s_per_user", "tok/s per user", "float"),
     Column("output_throughput_per_gpu", "out tok/s per GPU", "float"), Column("meets", "meets targets", "bool"),
 )
@@ -42,9 +42,14 @@ def hint(row: dict, model_name: str, max_model_len: int) -> str:
     util = EngineInputs().gpu_memory_utilization
     dp = f" --data-parallel-size {row['dp']}" if row["dp"] > 1 else ""
     reps = f" (x {row['replicas']} replicas behind a router)" if row["replicas"] > 1 else ""
-    return (f"vllm serve {model_name} --tensor-parallel-size {row['tp']}{dp} --max-num-seqs {row['max_num_seqs']} "
+    line = (f"vllm serve {model_name} --tensor-parallel-size {row['tp']}{dp} --max-num-seqs {row['max_num_seqs']} "
             f"--max-num-batched-tokens {row['max_num_batched_tokens']} --max-model-len {max_model_len} "
-            f"--gpu-memory-utilization {util:g}{reps}")
+            f"--gpu-memory-utilization {util:g}")
+    if row["disagg"]:
+        p, d = row["disagg"].rstrip("D").split("P:")
+        return (f"{line} --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}}' "
+                f"on {p} prefill + {d} decode instances behind vLLM's disaggregated-serving proxy{reps}")
+    return line + reps
 
 
 def bench_line(spec, traffic: Traffic) -> str:
@@ -80,14 +85,15 @@ def plan_result(plan: Plan, targets: Targets, traffic: Traffic, inputs: dict, no
     max_len = inputs["max_model_len"]
     for i, row in enumerate(shown, 1):
         out_notes.append(f"deploy #{i}: {hint(row, inputs['model'], max_len)}")
-        key = ((row["hardware"], row["tp"], row["dp"]), row["replicas"])
+        key = ((row["hardware"], row["tp"], row["dp"], row["disagg"]), row["replicas"])
         sp = plan.specs.get(key)
-        if traffic.split is None and sp:
+        if traffic.split is None and sp and not row["disagg"]:
             out_notes.append(f"check #{i} (one replica): {bench_line(sp[0], traffic)}")
     out_notes += list(notes)
     rows = tuple({k: v for k, v in r.items() if k not in ("meets", "ttft_ratio", "tpot_ratio")} for r in shown)
     extra = [Table("rejected", "Families that cannot meet the targets (hardware x TP x DP, any replicas)",
-                   REJECTED, tuple(sorted(plan.rejected, key=lambda r: (r["hardware"], r["tp"], r["dp"]))))
+                   REJECTED, tuple(sorted(plan.rejected, key=lambda r: (r["hardware"], r["tp"], r["dp"],
+                                                                     r["disagg"] or ""))))
              ] if plan.rejected else []
     front = frontier(plan.simulated)
     extra.append(Table("frontier", "Pareto frontier of the simulated configurations (tok/s per user vs output "
@@ -108,7 +114,8 @@ def explain_lines(plan: Plan, targets: Targets) -> list[str]:
              f"targets: p99 TTFT <= {targets.ttft_p99_s * 1e3:g} ms, p99 TPOT <= {targets.tpot_p99_s * 1e3:g} ms"]
     for r in plan.rejected:
         ratio = "" if r["miss_ratio"] is None else f"; {r['miss_ratio']:.3g}x the target"
-        lines.append(f"  {r['hardware']} tp {r['tp']} dp {r['dp']}: {r['reason']} ({r['detail']}{ratio})")
+        pd = f" {r['disagg']}" if r["disagg"] else ""
+        lines.append(f"  {r['hardware']} tp {r['tp']} dp {r['dp']}{pd}: {r['reason']} ({r['detail']}{ratio})")
     for r in sorted(plan.simulated, key=lambda r: (r["usd_per_hour"], r["hardware"], r["tp"], r["dp"])):
         verdict = "meets" if r["meets"] else "misses"
         lines.append(f"  simulated {r['hardware']} tp {r['tp']} dp {r['dp']} x {r['replicas']}: ${r['usd_per_hour']:,.2f}"

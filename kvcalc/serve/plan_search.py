@@ -49,6 +49,8 @@ def simulate_candidate(c: Candidate, traffic: Traffic, targets: Targets):
     from kvcalc.serve.bench import metrics, simulate_spec
 
     f = c.family
+    if f.prefill:
+        return _simulate_disagg(c, traffic, targets)
     if traffic.split is None:
         spec = replica_spec(c, traffic)
         m, runs, sm, pool, sch = simulate_spec(spec)
@@ -86,7 +88,7 @@ def screen_misses(c: Candidate, traffic: Traffic, targets: Targets):
 
     full = replica_spec(c, traffic)
     k = SCREEN * c.family.dp
-    if traffic.split is not None or full.num_prompts < 2 * k:
+    if traffic.split is not None or c.family.prefill or full.num_prompts < 2 * k:
         return None
     n = full.num_prompts
     need = n - math.floor(0.99 * (n - 1))
@@ -103,6 +105,26 @@ def screen_misses(c: Candidate, traffic: Traffic, targets: Targets):
     return None
 
 
+def _simulate_disagg(c: Candidate, traffic: Traffic, targets: Targets):
+    """(row, [BenchSpec]) of a disaggregated candidate: each replica through plan_disagg.simulate_pd."""
+    from kvcalc.serve.bench import metrics, requests_of
+    from kvcalc.serve.plan_disagg import simulate_pd
+
+    f = c.family
+    if traffic.split is None:
+        spec = replica_spec(c, traffic)
+        parts, scale = [requests_of(spec)], c.replicas
+    else:
+        spec, parts, scale = f.spec, [p for p in traffic.split(c.replicas) if len(p.prompt)], 1
+    runs, specs = [], []
+    for p in parts:
+        run, pool, sch, sp = simulate_pd(spec, p, f.prefill, f.decode, f.pd_link)
+        runs.append(run)
+        specs += sp
+    m = metrics(runs, replace(spec, dp=(f.prefill + f.decode) * len(parts)))
+    return row_of(c, m, pool, sch, m["output_throughput"] * scale, targets), specs
+
+
 def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets: Targets) -> dict:
     """One result row in bench's names (plus the deployment's) [raw SI units, ms where the name says so]."""
     f = c.family
@@ -110,7 +132,7 @@ def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets:
     tpot_ratio = m["p99_tpot_ms"] / 1e3 / targets.tpot_p99_s
     return {
         "hardware": f.hw_name, "gpus": c.gpus, "gpus_per_replica": f.gpus_per_replica, "tp": f.tp, "dp": f.dp,
-        "replicas": c.replicas, "disagg": None, "usd_per_hour": c.usd_per_hour,
+        "replicas": c.replicas, "disagg": f.disagg, "usd_per_hour": c.usd_per_hour,
         "usd_per_mtok_input": m["usd_per_mtok_input"], "usd_per_mtok_output": m["usd_per_mtok_output"],
         "usd_per_mtok_blended": m["usd_per_mtok_blended"],
         "output_throughput": cluster_throughput,
@@ -130,7 +152,7 @@ def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets:
 
 def _reject(f: Family, reason: str, detail: str, ratio) -> dict:
     """A rejected family row; ``ratio``: the miss as a multiple of the target (None when unknown)."""
-    return {"hardware": f.hw_name, "tp": f.tp, "dp": f.dp, "gpus_per_replica": f.gpus_per_replica,
+    return {"hardware": f.hw_name, "tp": f.tp, "dp": f.dp, "disagg": f.disagg, "gpus_per_replica": f.gpus_per_replica,
             "reason": reason, "detail": detail, "miss_ratio": ratio}
 
 

@@ -59,10 +59,23 @@ class Family:
     dp: int
     spec: object  # bench.BenchSpec with this hardware, tp and dp and the traffic's lengths
     note: Optional[str] = None  # the calibration it borrows, if any
+    prefill: int = 0            # disaggregated: prefill engines (0: aggregated)
+    decode: int = 0             # disaggregated: decode engines
+    pd_link: object = None      # disaggregated: the link the KV is handed over (LinkPreset)
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tp * self.dp
+        return self.tp * (self.prefill + self.decode if self.prefill else self.dp)
+
+    @property
+    def engines(self) -> int:
+        """Engines sharing a replica's requests (the widest side when disaggregated)."""
+        return max(self.prefill, self.decode) if self.prefill else self.dp
+
+    @property
+    def disagg(self) -> Optional[str]:
+        """"1P:3D" when disaggregated, else None."""
+        return f"{self.prefill}P:{self.decode}D" if self.prefill else None
 
     @property
     def usd_per_gpu_hour(self) -> float:
@@ -70,7 +83,7 @@ class Family:
         return p if p is not None else self.spec.hw.usd_per_gpu_hour
 
     def key(self) -> tuple:
-        return (self.hw_name, self.tp, self.dp)
+        return (self.hw_name, self.tp, self.dp, self.disagg)
 
 
 @dataclass(frozen=True)
@@ -91,7 +104,7 @@ class Candidate:
 
     def order(self) -> tuple:
         f = self.family
-        return (self.usd_per_hour, self.gpus, f.hw_name, f.tp, f.dp, self.replicas)
+        return (self.usd_per_hour, self.gpus, f.hw_name, f.tp, f.dp, f.disagg or "", self.replicas)
 
 
 @dataclass
@@ -138,19 +151,25 @@ def tp_sizes(model, most: int = NODE_GPUS) -> list[int]:
 
 
 def families(model, hardware: list[tuple[str, object, object, object, Optional[str]]], template,
-             max_gpus: int) -> list[Family]:
-    """Every hardware x TP x DP with tp x dp <= min(NODE_GPUS, max_gpus). ``hardware``: (name, preset, scale-up
-    link or None, calibration, borrowed-calibration note) each; ``template``: the BenchSpec of the traffic."""
+             max_gpus: int, disagg: str = "off", pd_link=None) -> list[Family]:
+    """Every hardware x TP x DP with tp x dp <= min(NODE_GPUS, max_gpus) (``disagg`` off or auto), and with
+    ``disagg`` on or auto every hardware x TP x P:D pair (plan_disagg.pd_pairs), the KV handed over ``pd_link``
+    (default: the hardware's scale-up link). ``hardware``: (name, preset, scale-up link or None, calibration,
+    borrowed-calibration note) each; ``template``: the BenchSpec of the traffic."""
+    from kvcalc.serve.plan_disagg import pd_pairs
+
     out = []
     most = min(NODE_GPUS, max_gpus)
     for hw_name, hw, link, (cal, cal_name), note in hardware:
         for tp in tp_sizes(model, most):
+            spec = replace(template, hw_name=hw_name, hw=hw, link=link if tp > 1 else None, cal=cal,
+                           cal_name=cal_name, tp=tp, dp=1)
             dp = 1
-            while tp * dp <= most:
-                spec = replace(template, hw_name=hw_name, hw=hw, link=link if tp > 1 else None, cal=cal,
-                               cal_name=cal_name, tp=tp, dp=dp)
-                out.append(Family(hw_name, tp, dp, spec, note))
+            while disagg != "on" and tp * dp <= most:
+                out.append(Family(hw_name, tp, dp, replace(spec, dp=dp), note))
                 dp *= 2
+            if disagg != "off" and (pd_link or link) is not None:
+                out += [Family(hw_name, tp, 1, spec, note, p, d, pd_link or link) for p, d in pd_pairs(tp, most)]
     return out
 
 
@@ -171,7 +190,7 @@ def replica_spec(c: Candidate, traffic: Traffic, part=None):
     r = c.replicas
     n = max(1, b.num_prompts // r)
     if traffic.finite_rate:
-        n = min(n, PLAN_SAMPLE * c.family.dp)  # at most PLAN_SAMPLE per engine
+        n = min(n, PLAN_SAMPLE * c.family.engines)  # at most PLAN_SAMPLE per engine
     conc = None if b.max_concurrency is None else max(1, b.max_concurrency // r)
     return replace(spec, num_prompts=n, request_rate=b.request_rate / r, max_concurrency=conc)
 

@@ -81,13 +81,16 @@ class Scheduling:
 @dataclass
 class Requests:
     """The requests of a run: send times [s] (sorted), prompt and output lengths [tokens], and optionally each
-    request's prompt block keys (equal keys = equal prefix blocks of ``key_tokens`` tokens) for prefix caching."""
+    request's prompt block keys (equal keys = equal prefix blocks of ``key_tokens`` tokens) for prefix caching,
+    and ``handed``: prompt tokens whose KV arrives with the request (a prefill/decode hand-off), skipped at its
+    first admission as a prefix-cache hit is (at least one token is computed) [tokens]."""
 
     send_s: object
     prompt: object
     output: object
     keys: Optional[list] = None
     key_tokens: int = 16
+    handed: Optional[object] = None
 
 
 @dataclass
@@ -166,8 +169,14 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
         raise ValueError(f"the KV pool ({pool.num_blocks:,} blocks of {pool.block_size} tokens) cannot hold one "
                          f"request of the run ({biggest:,} blocks)")
 
+    handed = None if req.handed is None else np.asarray(req.handed, dtype=np.int64)
+
     def hit_tokens(i: int) -> int:
-        if not (sch.prefix_caching and req.keys is not None) or st.admitted_once[i]:
+        if st.admitted_once[i]:
+            return 0
+        if handed is not None:
+            return max(0, min(int(handed[i]), int(st.target[i]) - 1))
+        if not (sch.prefix_caching and req.keys is not None):
             return 0
         n = 0
         for k in req.keys[i]:
