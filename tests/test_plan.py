@@ -256,3 +256,23 @@ def test_disaggregated_plans_count_every_engine():
         assert row["gpus_per_replica"] == row["tp"] * (p + d)
         assert row["gpus"] == row["gpus_per_replica"] * row["replicas"]
         assert row["p99_ttft_ms"] <= 10_000 and row["p99_tpot_ms"] <= 100
+
+
+def test_a_model_too_big_for_the_gpus_is_rejected_on_memory_before_any_simulation():
+    # Qwen3-235B-A22B in BF16 is ~470 GB of weights: 4 x 80 GB H100s cannot hold it with any TP
+    plan, fams, _ = _plan(model="qwen3-235b-a22b", hardware=("h100-sxm",), max_gpus=4)
+    assert not plan.rows and plan.simulations == 0
+    assert {r["reason"] for r in plan.rejected} == {"memory"} and len(plan.rejected) == len(fams)
+    r = run_cli("plan", "--model", "qwen3-235b-a22b", "--hardware", "h100-sxm", "--max-gpus", "4")
+    assert r.code == 2 and "fails on memory" in r.err and "x the target" not in r.err
+
+
+def test_plot_writes_the_frontier(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "frontier.svg"
+    r = run_cli("plan", "--model", "qwen3-14b", "--hardware", "h100-sxm", "--max-gpus", "2", "--num-prompts", "20",
+                "--plot", str(out))
+    assert r.code == 0, r.err
+    text = out.read_text()
+    assert "<svg" in text and "Pareto frontier" in text and "chosen" in text
+    assert "Throughput per GPU vs tokens/s per user" in r.out  # the terminal chart too

@@ -165,7 +165,7 @@ def prune(fams: list[Family], traffic: Traffic, targets: Targets):
             what = ("the weights leave no KV memory" if b.pool_blocks <= 0 else
                     f"KV pool {b.pool_blocks:,} blocks of {b.limits['block_size']} tokens")
             rejected.append(_reject(f, "memory", f"{what}; the longest request needs {b.need_blocks:,} blocks",
-                                    b.need_blocks / max(b.pool_blocks, 1)))
+                                    None))  # not a latency: the blocks say by how much
         elif b.tpot_floor_s > targets.tpot_p99_s:
             rejected.append(_reject(f, "TPOT", f"floor {b.tpot_floor_s * 1e3:,.2f} ms (one decode step: weights "
                                     "read + fixed costs) > target", b.tpot_floor_s / targets.tpot_p99_s))
