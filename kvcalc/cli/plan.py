@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvcalc.cli.common import CheckOpt, ExplainOpt, FormatOpt, KvDtypeOpt, WeightsDtypeOpt
-from kvcalc.out.units import MAX_PLAN_GPUS, MAX_PLAN_TOP
+from kvcalc.out.units import MAX_PLAN_GPUS, MAX_PLAN_PROMPTS, MAX_PLAN_TOP
 
 S = "Search"
 T = "Traffic (as kvcalc bench takes it, or a workload, or a trace)"
@@ -27,7 +27,7 @@ def plan(
     weights_dtype: WeightsDtypeOpt = None,
     input_len: Annotated[str, typer.Option("--random-input-len", help="prompt tokens per request", rich_help_panel=T)] = "1024",
     output_len: Annotated[str, typer.Option("--random-output-len", help="output tokens per request", rich_help_panel=T)] = "128",
-    num_prompts: Annotated[int, typer.Option("--num-prompts", help="requests (with --trace: the trace's first N)", rich_help_panel=T)] = 1000,
+    num_prompts: Annotated[int, typer.Option("--num-prompts", help=f"requests (at most {MAX_PLAN_PROMPTS:,}; with --trace: the trace's first N)", rich_help_panel=T)] = 1000,
     request_rate: Annotated[str, typer.Option("--request-rate", help="inf (all at t = 0) or requests/s (Poisson arrivals), for all replicas together", rich_help_panel=T)] = "inf",
     max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="client-side cap on requests in flight, for all replicas together", rich_help_panel=T)] = None,
     shared_prefix: Annotated[Optional[str], typer.Option("--shared-prefix", help="TOKENS[:GROUPS]: a prefix before every prompt, one per group", rich_help_panel=T)] = None,

@@ -26,7 +26,7 @@ def parse_and_run(ctx, a: dict) -> None:
     from kvcalc.model import catalog
     from kvcalc.out import progress
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import (MAX_BENCH_PROMPTS, MAX_BLOCK_TOKENS, MAX_REQUESTS, MAX_TOKENS,
+    from kvcalc.out.units import (MAX_BLOCK_TOKENS, MAX_PLAN_PROMPTS, MAX_REQUESTS, MAX_TOKENS,
                                   MAX_USD_PER_GPU_HOUR, check_option, check_positive, parse_duration, parse_tokens)
     from kvcalc.serve.bench import BenchSpec
     from kvcalc.serve.plan_space import Targets, Traffic
@@ -48,7 +48,7 @@ def parse_and_run(ctx, a: dict) -> None:
     top = int(check_option("top", a["top"]))
     price = None if a["price_per_gpu_hour"] is None else check_positive(
         a["price_per_gpu_hour"], "--price-per-gpu-hour", limit=MAX_USD_PER_GPU_HOUR)
-    n = int(check_positive(a["num_prompts"], "--num-prompts", limit=MAX_BENCH_PROMPTS))
+    n = int(check_positive(a["num_prompts"], "--num-prompts", limit=MAX_PLAN_PROMPTS))
     rate = _rate(a["request_rate"])
     conc = None if a["max_concurrency"] is None else int(check_positive(a["max_concurrency"], "--max-concurrency",
                                                                         limit=MAX_REQUESTS))
