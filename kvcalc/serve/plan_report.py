@@ -118,7 +118,8 @@ def explain_lines(plan: Plan, targets: Targets) -> list[str]:
         lines.append(f"  {r['hardware']} tp {r['tp']} dp {r['dp']}{pd}: {r['reason']} ({r['detail']}{ratio})")
     for r in sorted(plan.simulated, key=lambda r: (r["usd_per_hour"], r["hardware"], r["tp"], r["dp"])):
         verdict = "meets" if r["meets"] else "misses"
-        lines.append(f"  simulated {r['hardware']} tp {r['tp']} dp {r['dp']} x {r['replicas']}: ${r['usd_per_hour']:,.2f}"
+        pd = f" {r['disagg']}" if r["disagg"] else ""
+        lines.append(f"  simulated {r['hardware']} tp {r['tp']} dp {r['dp']}{pd} x {r['replicas']}: ${r['usd_per_hour']:,.2f}"
                      f"/h, p99 TTFT {r['p99_ttft_ms']:,.1f} ms, p99 TPOT {r['p99_tpot_ms']:,.2f} ms: {verdict}")
     return lines
 
