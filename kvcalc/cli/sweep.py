@@ -126,8 +126,9 @@ def sweep(
     max_points: Annotated[int, typer.Option(
         "--max-points", help=f"refuse grids larger than this (at most {MAX_SWEEP_POINTS:,})")] = MAX_POINTS,
     max_memory: Annotated[str, typer.Option(
-        "--max-memory", help="refuse grids whose rows would hold more than this (estimated per point before "
-        "starting), e.g. 8GB")] = f"{DEFAULT_MAX_BYTES / 1e9:g}GB",
+        "--max-memory", help="refuse grids that would hold more than this (estimated per point and format before "
+        "starting; json/csv/markdown hold one chunk of points, a table every row), e.g. 8GB")]
+    = f"{DEFAULT_MAX_BYTES / 1e9:g}GB",
     max_seconds: Annotated[float, typer.Option(
         "--max-seconds", help=f"refuse grids estimated to take longer than this [s] (at most {MAX_SWEEP_SECONDS:,.0f})")]
     = DEFAULT_MAX_SECONDS,

@@ -108,8 +108,6 @@ def _unique(values: list) -> list:
 
 
 def _range(name: str, spec: str, what: str, parse: Callable[[str], float], integer: bool, budget: Budget):
-    import numpy as np
-
     lo_text, _, rest = spec.partition("..")
     hi_text, _, mode = rest.partition(":")
     lo, hi = parse(lo_text.strip()), parse(hi_text.strip())
@@ -133,10 +131,14 @@ def _range(name: str, spec: str, what: str, parse: Callable[[str], float], integ
             raise InputError(f"{what}: {spec!r} has more points than a float can count; use :logN or a larger step")
         n = math.floor(span) + 1
         budget.check(n, f"{what} {spec!r}")
+        import numpy as np  # after the check: a refused grid imports nothing (and answers sooner)
+
         values = np.minimum(lo + np.arange(n) * step, hi)  # 0.1..1:step0.1 ends at 1, not 1.0000000000000002
     else:
         n = _count(arg, what)
         budget.check(n, f"{what} {spec!r}")
+        import numpy as np
+
         if kind == "log":
             if lo <= 0:
                 raise InputError(f"{what}: a log range needs a start > 0, got {lo_text.strip()}")
