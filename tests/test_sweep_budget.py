@@ -24,6 +24,7 @@ def no_evaluation(monkeypatch):
         raise AssertionError("a point was evaluated before the budget refused the grid")
 
     monkeypatch.setattr(sw, "sweep_rows", never)
+    monkeypatch.setattr(sw, "row_chunks", never)  # the streamed formats' points
 
 
 @pytest.mark.parametrize("args,words", [
@@ -72,9 +73,10 @@ def test_step_too_small_to_count():
 def test_budget_options_raise_and_lower_the_limit():
     base = ("sweep", "kv", "--vary", "context=1..2000", "--format", "csv")
     assert run_cli(*base).code == 0
-    # 2,000 points x 3,000 B = 6 MB > 1 MB; 2,000 x 100 us = 0.2 s > 0.1 s
-    assert_bad_input(run_cli(*base, "--max-memory", "1MB"), "2,000 points", "6 MB", "1 MB", "--max-memory")
-    assert_bad_input(run_cli(*base, "--max-seconds", "0.1"), "2,000 points", "200 ms", "--max-seconds")
+    # CSV is streamed: 2,000 points (under one chunk) x 1,200 B + 2,000 axis values x 200 B = 2.8 MB > 1 MB;
+    # 2,000 x 35 us = 70 ms > 50 ms (the budget per format: kvcalc.serve.sweep_cost.POINT_COST)
+    assert_bad_input(run_cli(*base, "--max-memory", "1MB"), "2,000 points", "2.8 MB", "1 MB", "--max-memory")
+    assert_bad_input(run_cli(*base, "--max-seconds", "0.05"), "2,000 points", "70 ms", "--max-seconds")
     assert_bad_input(run_cli(*base, "--max-memory", "1e400GB"), "--max-memory")
     assert_bad_input(run_cli(*base, "--max-memory", "1e14B"), "--max-memory", "absurdly large")
     assert_bad_input(run_cli(*base, "--max-seconds", "0"), "--max-seconds")
@@ -170,3 +172,71 @@ def test_tier_capacity_past_the_token_bound(tmp_path):
                      "--tier-capacity ssd", "absurdly large", f"{units.MAX_CAPACITY_TOKENS:,} tokens")
     assert_bad_input(run_cli(*base, "--tier-capacity", f"ssd={2**51}"), "--tier-capacity ssd", "absurdly large")
     assert run_cli(*base, "--tier-capacity", "ssd=8TB", "--tier-curve", "ssd", "--format", "json").code == 0
+
+
+# ---------------------------------------------------------------- the estimate per format, chart, check, workload
+
+
+def test_streamed_formats_are_priced_by_a_chunk_not_the_grid(no_evaluation):
+    from kvcalc.serve.sweep_cost import Output, check_cost
+
+    wide = Budget(max_seconds=1e5)
+    axes = sw.parse_axes("kv", ["context=1..1000000:step1"], limits=wide, output=Output("csv", streamed=True))
+    # held as a table: 10^6 x 3,000 B = 3 GB > 2 GB
+    with pytest.raises(units.InputError, match="3 GB.*--max-memory"):
+        check_cost("kv", axes, {}, wide, Output("table"))
+    # CSV held for a --plot: 10^6 x (1,200 B a row + 1,000 B a point drawn) = 2.2 GB
+    with pytest.raises(units.InputError, match=r"2.2 GB \(2,200 B per point.*--max-memory"):
+        check_cost("kv", axes, {}, wide, Output("csv", plot=".png"))
+    # streamed: 65,536 x 1,200 B + 10^6 axis values x 200 B = 278.6 MB, under 2 GB
+    check_cost("kv", axes, {}, wide, Output("csv", streamed=True))
+    with pytest.raises(units.InputError, match=r"278.6 MB \(65,536 points at a time x 1,200 B \+ 1,000,000 axis"):
+        check_cost("kv", axes, {}, Budget(max_bytes=2e8, max_seconds=1e5), Output("csv", streamed=True))
+    # JSON keeps every --check outcome: + 10^6 x 2 checks x 600 B = 1.2 GB
+    # (65,536 x 3,000 + 10^6 x 200 + 1.2e9 = 1.597 GB)
+    with pytest.raises(units.InputError, match="1.597 GB.*1,200 B per point kept"):
+        check_cost("kv", axes, {}, Budget(max_bytes=1.5e9, max_seconds=1e5), Output("json", streamed=True, checks=2))
+    # time per format: 10^6 x 35 us = 35 s as CSV, 10^6 x 100 us = 100 s as a table
+    with pytest.raises(units.InputError, match="35 s"):
+        check_cost("kv", axes, {}, Budget(max_seconds=30), Output("csv", streamed=True))
+    check_cost("kv", axes, {}, Budget(max_seconds=36), Output("csv", streamed=True))
+
+
+def test_format_decides_the_refusal(no_evaluation):
+    # 100,000 points: 3.5 s as CSV (35 us) fits 5 s; 10 s as a table (100 us) and 18 s as Markdown (180 us) do not
+    base = ("sweep", "kv", "--vary", "context=1..100000", "--max-seconds", "5")
+    assert_bad_input(run_cli(*base), "100,000 points", "10 s", "--max-seconds")
+    assert_bad_input(run_cli(*base, "--format", "markdown"), "18 s", "--max-seconds")
+    import kvcalc.serve.sweep_cost as cost
+
+    b = cost.budget_for("kv", Budget(max_seconds=5), cost.Output("csv", streamed=True))
+    b.check(100_000, "x")
+    assert (b.seconds_per_point, b.held_points) == (35e-6, cost.CHUNK_POINTS)
+
+
+def test_plot_and_chart_are_priced(tmp_path, no_evaluation):
+    # 1,000 points x (100 + 50) us + 2 s for matplotlib = 2.15 s > 2 s; without the plot 0.1 s
+    r = run_cli("sweep", "kv", "--vary", "context=1..1000", "--plot", str(tmp_path / "p.png"), "--max-seconds", "2")
+    assert_bad_input(r, "1,000 points", "2.15 s", "--max-seconds")
+    import kvcalc.serve.sweep_cost as cost
+
+    chart = cost.budget_for("kv", output=cost.Output("table", chart=True))
+    assert chart.seconds_per_point == pytest.approx(100e-6 + 5e-6)
+
+
+def test_many_prefix_levels_are_priced(tmp_path, no_evaluation):
+    from kvcalc.serve.sweep_cost import workload_cost
+
+    f = tmp_path / "levels.toml"
+    f.write_text('schema_version = 1\nsource = "test"\ndisplay_name = "1,000 levels"\n'
+                 '[[classes]]\nname = "a"\ncount = 1000\ncontext_tokens = 16000\noutput_tokens = 100\n'
+                 + "".join(f'[[shared]]\nname = "l{i}"\ntokens = 8\ngroups = 1\n' for i in range(1000)))
+    axes = sw.parse_axes("compare", ["gpus=1..200"])
+    per_point, fixed = workload_cost(axes, {"workload": str(f)})
+    # 998 levels beyond the article's 2 x 50 us = 49.9 ms; one group each: no group-start tests
+    assert per_point == pytest.approx(998 * 50e-6) and fixed == 0
+    assert workload_cost(axes, {}) == (0.0, 0.0)  # the article's own workload: within the 4 ms a point
+    assert workload_cost(axes, {"requests": 10}) == (0.0, 0.0)  # an inline workload: one level
+    # 200 points x (4 ms + 49.9 ms) = 10.78 s > 10 s, refused; the article's 200 points (0.8 s) are not
+    assert_bad_input(run_cli("sweep", "compare", "--set", f"workload={f}", "--vary", "gpus=1..200"),
+                     "200 points", "10.78 s", "--max-seconds")

@@ -117,6 +117,23 @@ def emit(result, fmt: str, checks: Optional[list[str]], explain: bool, block: Op
     parsed = [chk.parse_check(c) for c in (checks or [])]
     outcomes = chk.evaluate(parsed, result.rows)
     render.write(result, fmt, sys.stdout, outcomes, explain, block)
+    _report(outcomes)
+
+
+def emit_chunks(result, chunks, fmt: str, checks: Optional[list[str]], stream=None) -> None:
+    """:func:`emit` for a result whose main rows come as ``chunks`` (lists of rows), written on ``stream``
+    (default stdout) as they come (render.write_chunks: json, csv, markdown); --check evaluated chunk by chunk,
+    failures listed after."""
+    from kvcalc.out import checks as chk
+    from kvcalc.out import render
+
+    checker = chk.Checker([chk.parse_check(c) for c in (checks or [])], keep_passed=fmt == "json")
+    render.write_chunks(result, chunks, fmt, stream or sys.stdout, checker)
+    _report(checker.outcomes())
+
+
+def _report(outcomes: list[dict]) -> None:
+    """Each failed --check on stderr; exit 1 when one failed."""
     failed = [o for o in outcomes if not o["passed"]]
     for o in failed:
         sys.stderr.write(f"check failed: {o['check']} (row {o['row']}: value {o['value']})\n")

@@ -126,8 +126,9 @@ def sweep(
     max_points: Annotated[int, typer.Option(
         "--max-points", help=f"refuse grids larger than this (at most {MAX_SWEEP_POINTS:,})")] = MAX_POINTS,
     max_memory: Annotated[str, typer.Option(
-        "--max-memory", help="refuse grids whose rows would hold more than this (estimated per point before "
-        "starting), e.g. 8GB")] = f"{DEFAULT_MAX_BYTES / 1e9:g}GB",
+        "--max-memory", help="refuse grids that would hold more than this (estimated per point and format before "
+        "starting; json/csv/markdown hold one chunk of points, a table every row), e.g. 8GB")]
+    = f"{DEFAULT_MAX_BYTES / 1e9:g}GB",
     max_seconds: Annotated[float, typer.Option(
         "--max-seconds", help=f"refuse grids estimated to take longer than this [s] (at most {MAX_SWEEP_SECONDS:,.0f})")]
     = DEFAULT_MAX_SECONDS,
@@ -189,12 +190,34 @@ def sweep(
         raise InputError("--chart: only with --format table (JSON/CSV stay machine-readable); use --plot FILE")
     if target == "trace":
         import kvcalc.trace.sweep  # noqa: F401  (registers the trace target)
-    axes = sw.parse_axes(target, vary or [], max_points, limits)
+    from kvcalc.out.render import STREAMED
+
+    # JSON, CSV and Markdown are written chunk by chunk as the points are computed (memory bounded by a chunk);
+    # a table lays out every row, and a --plot needs them all: those hold the rows, and the budget prices which
+    streamed = fmt in STREAMED and path is None and target in sw.STREAMED_TARGETS
+    output = sw.Output(fmt, streamed, path.suffix if path is not None else None,
+                       bool(chart) or (chart is None and fmt == "table" and sys.stdout.isatty()), len(check or []))
+    axes = sw.parse_axes(target, vary or [], max_points, limits, output)
     settings = sw.parse_fixed(target, fixed or [], axes, ctx.meta.get("kvcalc.sweep.options", ()))
     from kvcalc.out import progress
 
+    if streamed:
+        from contextlib import nullcontext
+
+        from kvcalc.cli.common import emit_chunks
+
+        stdout = sys.stdout  # a bar's rich Live replaces sys.stdout; the rows go to the real one
+        with progress.shown(f"sweep {target}") if not stdout.isatty() else nullcontext():
+            head, first, chunks = sw.sweep_stream(target, axes, settings, limits, output)
+            if y or x:  # the chart options are checked as they would be with a chart (the rows share their keys)
+                from kvcalc.out.chart_text import plan_chart
+
+                plan_chart(head.main.columns, first, [(sw.column_key(a.name), a.numeric) for a in axes],
+                           sw.column_key(x) if x else None, y or [], sw.DEFAULT_Y[target])
+            emit_chunks(head, chunks, fmt, check, stdout)
+        return
     with progress.shown(f"sweep {target}"):
-        result = sw.sweep_result(target, axes, settings, limits)
+        result = sw.sweep_result(target, axes, settings, limits, output)
     numeric = [a for a in axes if a.numeric]
     draw = chart if chart is not None else (fmt == "table" and sys.stdout.isatty() and len(numeric) == 1)
     plan = None

@@ -48,19 +48,55 @@ def evaluate(checks: list[Check], rows) -> list[dict]:
     """Evaluate every check on every row -> records {check, row, value, passed}; unknown field -> InputError."""
     out = []
     for c in checks:
-        if rows and not any(c.field in r for r in rows):
-            fields = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float))})  # bools too
-            close = difflib.get_close_matches(c.field, fields, n=3)
-            hint = (f"did you mean {', '.join(close)}?" if close else
-                    f"fields: {', '.join(fields)}" if fields else "these results have no numeric field")
-            raise InputError(f"--check {c.text!r}: no field {c.field!r} in the results; {hint}")
-        for r in rows:
-            v = r.get(c.field)
-            if v is None:
-                passed = False
-            elif not isinstance(v, (int, float)):
-                raise InputError(f"--check {c.text!r}: field {c.field!r} is not numeric")
-            else:  # a boolean field compares as 1 (true) or 0 (false)
-                passed = (not math.isnan(v)) and OPS[c.op](float(v), c.number)
-            out.append({"check": c.text, "row": _label(r), "value": v, "passed": bool(passed)})
+        _known(c, rows)
+        out += _records(c, rows)
     return out
+
+
+def _known(c: Check, rows) -> None:
+    """InputError when no row has ``c``'s field (close matches named)."""
+    if rows and not any(c.field in r for r in rows):
+        fields = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float))})  # bools too
+        close = difflib.get_close_matches(c.field, fields, n=3)
+        hint = (f"did you mean {', '.join(close)}?" if close else
+                f"fields: {', '.join(fields)}" if fields else "these results have no numeric field")
+        raise InputError(f"--check {c.text!r}: no field {c.field!r} in the results; {hint}")
+
+
+def _records(c: Check, rows) -> list[dict]:
+    out = []
+    for r in rows:
+        v = r.get(c.field)
+        if v is None:
+            passed = False
+        elif not isinstance(v, (int, float)):
+            raise InputError(f"--check {c.text!r}: field {c.field!r} is not numeric")
+        else:  # a boolean field compares as 1 (true) or 0 (false)
+            passed = (not math.isnan(v)) and OPS[c.op](float(v), c.number)
+        out.append({"check": c.text, "row": _label(r), "value": v, "passed": bool(passed)})
+    return out
+
+
+class Checker:
+    """Checks evaluated chunk by chunk over a streamed table (``add`` each chunk of rows): :meth:`outcomes` are the
+    records :func:`evaluate` gives over all the rows, in its order (check by check). Unknown fields are looked for
+    in the first chunk, before any output (a sweep's rows share their keys). ``keep_passed`` False keeps only the
+    failures (CSV and Markdown print no outcomes, so memory stays bounded by what fails)."""
+
+    def __init__(self, checks: list[Check], keep_passed: bool = True):
+        self.checks, self.keep_passed = list(checks), keep_passed
+        self._out: list[list[dict]] = [[] for _ in self.checks]
+        self._first = True
+
+    def add(self, rows) -> None:
+        """Evaluate every check on ``rows`` (the next chunk); InputError as :func:`evaluate` on the first."""
+        for c, out in zip(self.checks, self._out):
+            if self._first:
+                _known(c, rows)
+            recs = _records(c, rows)
+            out += recs if self.keep_passed else [r for r in recs if not r["passed"]]
+        self._first = self._first and not rows
+
+    def outcomes(self) -> list[dict]:
+        """The records so far, check by check."""
+        return [r for out in self._out for r in out]

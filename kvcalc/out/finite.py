@@ -56,20 +56,30 @@ def check_finite(result) -> None:
     """Raise NonFiniteOutput naming the first NaN or infinity in ``result``'s tables or inputs (see the module).
     Rows with the same keys are checked column by column (one fsum per column: ~5 ms for 10,000 rows); only a
     column that fails that quick test, or ragged rows, are looked at cell by cell."""
+    for table in (result.main, *result.extra):
+        check_rows(result.command, table, table.rows)
+    check_inputs(result)
+
+
+def check_rows(command: str, table, rows, first: int = 0) -> None:
+    """:func:`check_finite` for ``rows`` of ``table`` (its columns say which are unbounded), the first of them
+    row ``first`` of the table: a streamed table is checked chunk by chunk, each row named by its place."""
     from kvcalc.out import bulk
 
-    for table in (result.main, *result.extra):
-        unbounded = {c.key for c in table.columns if c.unbounded}
-        rows = table.rows
-        keys = bulk.uniform_keys(rows)
-        suspects = [k for k, col in zip(keys, bulk.columns_of(rows, keys)) if not _column_fine(col)] \
-            if keys is not None else None
-        if suspects == []:
-            continue
-        for i, row in enumerate(rows):
-            for k in (suspects if suspects is not None else row):
-                v = row[k]
-                if type(v) not in _PLAIN and _bad(v) and not (k in unbounded and v > 0):
-                    raise NonFiniteOutput(f"{result.command}: table {table.name!r} row {i}: field {k!r} is {v} "
-                                          "(a figure that cannot be computed must be refused or None with a note)")
+    unbounded = {c.key for c in table.columns if c.unbounded}
+    keys = bulk.uniform_keys(rows)
+    suspects = [k for k, col in zip(keys, bulk.columns_of(rows, keys)) if not _column_fine(col)] \
+        if keys is not None else None
+    if suspects == []:
+        return
+    for i, row in enumerate(rows, first):
+        for k in (suspects if suspects is not None else row):
+            v = row[k]
+            if type(v) not in _PLAIN and _bad(v) and not (k in unbounded and v > 0):
+                raise NonFiniteOutput(f"{command}: table {table.name!r} row {i}: field {k!r} is {v} "
+                                      "(a figure that cannot be computed must be refused or None with a note)")
+
+
+def check_inputs(result) -> None:
+    """:func:`check_finite` for the echoed inputs alone (a streamed result's rows are checked as they come)."""
     _check_inputs(result.inputs, f"{result.command}: inputs")

@@ -120,13 +120,20 @@ def _mark_long(v: Any, level: int, texts: list[str]) -> Any:
 def to_json(result: Result, checks: list[dict] = (), explain: bool = False) -> str:
     """JSON text of the envelope (derivations included only with explain): json.dumps(envelope, indent=2), with
     each long list of flat rows or scalars encoded column by column (kvcalc.out.bulk) and spliced in at its place."""
-    texts: list[str] = []
     doc = _envelope(result, checks, explain, list(result.main.rows), {t.name: list(t.rows) for t in result.extra})
-    out = json.dumps(_jsonable(_mark_long(doc, 0, texts)), indent=2)
+    return _json_text(doc)
+
+
+def _json_text(v: Any, level: int = 0) -> str:
+    """``v`` as json.dumps(_jsonable(v), indent=2) writes it nested ``level`` deep (its first line unindented),
+    long lists encoded column by column and spliced in (when a marker also occurs in the data: the ordinary way)."""
+    texts: list[str] = []
+    pad = "\n" + "  " * level
+    out = json.dumps(_jsonable(_mark_long(v, level, texts)), indent=2).replace("\n", pad)
     for i, text in enumerate(texts):
         mark = json.dumps(f"{_MARK}{i}")
         if out.count(mark) != 1:  # the marker also occurs in the data: encode everything the ordinary way
-            return json.dumps(envelope(result, checks, explain), indent=2)
+            return json.dumps(_jsonable(v), indent=2).replace("\n", pad)
         out = out.replace(mark, text)
     return out
 
@@ -148,40 +155,54 @@ def _scalar_keys(rows) -> list[str]:
 
 def to_csv(result: Result) -> str:
     """CSV of the main rows: one header row, raw numbers, booleans as true/false, empty for null."""
-    from kvcalc.out import bulk
-
     buf = io.StringIO()
     rows = result.main.rows
     keys = _scalar_keys(rows)
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(keys)
-    if not keys:
-        w.writerows([] for _ in rows)
-        return buf.getvalue()
-    same = bulk.uniform_keys(rows) is not None  # then every row holds every key
-    cols = bulk.columns_of(rows, keys) if same else [[r.get(k) for r in rows] for k in keys]
-    w.writerows(zip(*(bulk.csv_column(c, _jsonable) for c in cols)))
+    _csv_rows(w, rows, keys)
     return buf.getvalue()
 
 
+def _csv_rows(w, rows, keys: list[str]) -> None:
+    """The CSV records of ``rows`` under the header ``keys``, written with csv.writer ``w``."""
+    from kvcalc.out import bulk
+
+    if not keys:
+        w.writerows([] for _ in rows)
+        return
+    same = bulk.uniform_keys(rows) is not None  # then every row holds every key
+    cols = bulk.columns_of(rows, keys) if same else [[r.get(k) for r in rows] for k in keys]
+    w.writerows(zip(*(bulk.csv_column(c, _jsonable) for c in cols)))
+
+
 def _md_table(t: Table) -> list[str]:
-    lines = [f"### {t.title}", "", "| " + " | ".join(c.title for c in t.columns) + " |",
-             "|" + "|".join("---" for _ in t.columns) + "|"]
-    for r in t.rows:
-        lines.append("| " + " | ".join(format_value(c, r).translate(_ONE_LINE).replace("|", "\\|")
-                                       for c in t.columns) + " |")
-    return lines + [""]
+    return _md_head(t) + [_md_row(t, r) for r in t.rows] + [""]
+
+
+def _md_head(t: Table) -> list[str]:
+    return [f"### {t.title}", "", "| " + " | ".join(c.title for c in t.columns) + " |",
+            "|" + "|".join("---" for _ in t.columns) + "|"]
+
+
+def _md_row(t: Table, r: dict) -> str:
+    return "| " + " | ".join(format_value(c, r).translate(_ONE_LINE).replace("|", "\\|") for c in t.columns) + " |"
 
 
 def to_markdown(result: Result, explain: bool = False) -> str:
     """Markdown: every table with formatted values, then notes (and derivations with explain)."""
+    return "\n".join(_md_table(result.main) + _md_tail(result, explain)).rstrip() + "\n"
+
+
+def _md_tail(result: Result, explain: bool) -> list[str]:
+    """The Markdown lines after the main table: the extra tables, notes and derivations (with explain)."""
     lines = []
-    for t in (result.main, *result.extra):
+    for t in result.extra:
         lines += _md_table(t)
     lines += [f"- {n}" for n in result.notes]
     if explain and result.explain:
         lines += ["", "```", *result.explain, "```"]
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
 
 
 _ONE_LINE = str.maketrans("\n\r\t", "   ")  # a cell is one line of text (a source may hold newlines)
@@ -262,6 +283,83 @@ def write(result: Result, fmt: str, stream, checks: list[dict] = (), explain: bo
         stream.write(block + "".join(line + "\n" for line, _ in lines))
     else:
         write_tables(result, stream, explain)
+
+
+STREAMED = ("json", "csv", "markdown")  # the formats write_chunks writes as the rows come (a table lays out all)
+
+
+def write_chunks(result: Result, chunks, fmt: str, stream, checker=None, explain: bool = False) -> None:
+    """:func:`write` for a result whose main rows come as ``chunks`` (an iterable of row lists; ``result.main.rows``
+    is not read), holding one chunk at a time: for json, csv and markdown the same bytes as :func:`write` of the
+    whole table. Each chunk is checked finite (row numbers counted over the table) and handed to ``checker``
+    (kvcalc.out.checks.Checker: the --check outcomes JSON lists after the rows) before it is written; the first
+    chunk before anything is written, so a bad --check field or a NaN there leaves no partial output."""
+    from itertools import chain
+
+    from kvcalc.out.finite import check_inputs, check_rows
+
+    if fmt not in STREAMED:
+        raise ValueError(f"write_chunks: {fmt!r} is not one of {', '.join(STREAMED)}")
+    check_inputs(result)
+    for t in result.extra:
+        check_rows(result.command, t, t.rows)
+    done = 0
+
+    def ready(rows):
+        nonlocal done
+        check_rows(result.command, result.main, rows, done)
+        if checker is not None:
+            checker.add(rows)
+        done += len(rows)
+        return rows
+
+    chunks = (list(c) for c in chunks)
+    first = next((c for c in chunks if c), [])
+    rest = (ready(c) for c in chunks if c)
+    ready(first)
+    if fmt == "csv":
+        _csv_chunks(stream, first, rest)
+    elif fmt == "markdown":
+        t = result.main
+        stream.write("\n".join(_md_head(t)) + "\n")
+        for rows in chain([first], rest):
+            stream.write("".join(_md_row(t, r) + "\n" for r in rows))
+        tail = "\n".join(_md_tail(result, explain)).rstrip()
+        stream.write(("\n" + tail + "\n") if tail else "")
+    else:
+        _json_chunks(result, explain, stream, first, rest, checker)
+
+
+def _csv_chunks(stream, first: list, rest) -> None:
+    from itertools import chain
+
+    keys = _scalar_keys(first)
+    w = csv.writer(stream, lineterminator="\n")
+    w.writerow(keys)
+    for rows in chain([first], rest):
+        extra = [k for k in _scalar_keys(rows) if k not in keys]
+        if extra:  # the header is written: a later column cannot join it (a sweep's rows share their keys)
+            raise RuntimeError(f"streamed CSV: field {extra[0]!r} first appears after the header")
+        _csv_rows(w, rows, keys)
+
+
+def _json_chunks(result: Result, explain: bool, stream, first: list, rest, checker) -> None:
+    import secrets
+    from itertools import chain
+
+    marks = [f"\x00kvcalc-stream-{secrets.token_hex(8)}-{i}" for i in range(2)]
+    doc = _envelope(result, (), explain, marks[0], {t.name: list(t.rows) for t in result.extra})
+    doc["checks"] = marks[1]
+    head, _, rest_text = (_json_text(doc) + "\n").partition(json.dumps(marks[0]))
+    middle, _, tail = rest_text.partition(json.dumps(marks[1]))
+    stream.write(head)
+    sep = "[\n"
+    for rows in chain([first], rest):
+        text = _json_text(rows, 1)  # "[\n" + the rows + "\n  ]", as they sit in the envelope
+        stream.write(sep + text[2:-4])
+        sep = ",\n"
+    stream.write(("[]" if sep == "[\n" else "\n  ]") + middle)
+    stream.write(_json_text(checker.outcomes() if checker is not None else [], 1) + tail)
 
 
 def write_tables(result: Result, stream, explain: bool = False) -> None:

@@ -42,26 +42,41 @@ class AxisValues:
 @dataclass(frozen=True)
 class Budget:
     """What a sweep may spend (points, memory [B], time [s]) and what one point of its target costs: held
-    [B per point] and computed and rendered [s per point], plus a fixed cost [s] (e.g. one pass over a trace)."""
+    [B per point] and computed and rendered [s per point]. ``held_points``: how many points are held at once (None:
+    all of them; a streamed sweep holds one chunk); ``bytes_per_value``: what each axis value holds [B] when the
+    rows are streamed (the axis arrays and the inputs echoed stay; held, they are within the B per point);
+    ``kept_bytes_per_point``: what every point keeps even when streamed (its --check outcomes) [B]."""
 
     max_points: int = MAX_POINTS
     max_bytes: float = DEFAULT_MAX_BYTES
     max_seconds: float = DEFAULT_MAX_SECONDS
     bytes_per_point: float = 0.0
     seconds_per_point: float = 0.0
+    held_points: int | None = None
+    bytes_per_value: float = 0.0
+    kept_bytes_per_point: float = 0.0
 
-    def check(self, n, what: str, fixed_seconds: float = 0.0) -> None:
-        """InputError naming ``what`` (an axis or the grid) when ``n`` points exceed the budget."""
+    def check(self, n, what: str, fixed_seconds: float = 0.0, values: int | None = None) -> None:
+        """InputError naming ``what`` (an axis or the grid) when ``n`` points (of ``values`` axis values in all;
+        default ``n``: one axis) exceed the budget."""
         from kvcalc.out.units import fmt_bytes, fmt_seconds
 
         if n > self.max_points:
             shown = f"{n:,}" if n < 10**21 else f"a {len(str(n))}-digit number of"
             raise InputError(f"{what}: {shown} points exceed the limit of {self.max_points:,}; "
                              "raise it with --max-points")
-        held = n * self.bytes_per_point
+        values = n if values is None else values
+        if self.held_points is None:  # every row held (the measured B per point include its axis values)
+            held, per = n * self.bytes_per_point, f"{self.bytes_per_point:,.0f} B per point"
+        else:
+            chunk = min(n, self.held_points)
+            held = chunk * self.bytes_per_point + values * self.bytes_per_value + n * self.kept_bytes_per_point
+            per = (f"{chunk:,} points at a time x {self.bytes_per_point:,.0f} B + {values:,} axis values x "
+                   f"{self.bytes_per_value:,.0f} B" + (f" + {self.kept_bytes_per_point:,.0f} B per point kept"
+                                                       if self.kept_bytes_per_point else ""))
         if held > self.max_bytes:
-            raise InputError(f"{what}: {n:,} points would hold ~{fmt_bytes(held)} ({self.bytes_per_point:,.0f} B "
-                             f"per point), over the budget of {fmt_bytes(self.max_bytes)}; raise it with --max-memory")
+            raise InputError(f"{what}: {n:,} points would hold ~{fmt_bytes(held)} ({per}), over the budget of "
+                             f"{fmt_bytes(self.max_bytes)}; raise it with --max-memory")
         spent = n * self.seconds_per_point + fixed_seconds
         if spent > self.max_seconds:
             raise InputError(f"{what}: {n:,} points would take ~{fmt_seconds(spent)} (about "
@@ -93,8 +108,6 @@ def _unique(values: list) -> list:
 
 
 def _range(name: str, spec: str, what: str, parse: Callable[[str], float], integer: bool, budget: Budget):
-    import numpy as np
-
     lo_text, _, rest = spec.partition("..")
     hi_text, _, mode = rest.partition(":")
     lo, hi = parse(lo_text.strip()), parse(hi_text.strip())
@@ -118,10 +131,14 @@ def _range(name: str, spec: str, what: str, parse: Callable[[str], float], integ
             raise InputError(f"{what}: {spec!r} has more points than a float can count; use :logN or a larger step")
         n = math.floor(span) + 1
         budget.check(n, f"{what} {spec!r}")
+        import numpy as np  # after the check: a refused grid imports nothing (and answers sooner)
+
         values = np.minimum(lo + np.arange(n) * step, hi)  # 0.1..1:step0.1 ends at 1, not 1.0000000000000002
     else:
         n = _count(arg, what)
         budget.check(n, f"{what} {spec!r}")
+        import numpy as np
+
         if kind == "log":
             if lo <= 0:
                 raise InputError(f"{what}: a log range needs a start > 0, got {lo_text.strip()}")
@@ -165,5 +182,6 @@ def check_grid(axes: list[AxisValues], max_points: int = MAX_POINTS, budget: Bud
     n = math.prod(len(a) for a in axes)
     budget = budget or Budget(max_points=max_points, max_bytes=math.inf, max_seconds=math.inf)
     sizes = " x ".join(f"{len(a):,} {a.name}" for a in axes)
-    budget.check(n, f"--vary: the grid of {sizes}" if len(axes) > 1 else f"--vary {axes[0].name}", fixed_seconds)
+    budget.check(n, f"--vary: the grid of {sizes}" if len(axes) > 1 else f"--vary {axes[0].name}", fixed_seconds,
+                 sum(len(a) for a in axes))
     return n

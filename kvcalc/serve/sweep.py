@@ -21,6 +21,8 @@ from kvcalc.model.schema import IndexerDtype, KvDtype, MlaLayout, StateDtype
 from kvcalc.out import units
 from kvcalc.out.errors import InputError
 from kvcalc.out.sweep_spec import MAX_POINTS, AxisValues, Budget, check_grid, parse_axis
+from kvcalc.serve.sweep_cost import (CHUNK_POINTS, EXTRA_COST, LOOP_CHUNK, POINT_COST, Output,  # noqa: F401
+                                     budget_for, check_cost)
 
 TARGETS = ("kv", "capacity", "cost", "compare", "trace")  # trace: registered by kvcalc.trace.sweep
 
@@ -91,37 +93,6 @@ DEFAULT_Y = {"kv": "kv_bytes_per_request", "capacity": "max_requests", "cost": "
              "compare": "usd_per_mtok_blended"}
 
 
-# What one point costs each target [B held, s to compute and render], measured with bench/bench_sweep_cost.py
-# on this project's 2-core machine shared by other jobs, in two sessions (JSON, CSV, table; the dearest format,
-# rounded up): kv 19-81 us and 1.0-2.6 kB (vectorised; the table is the dear one), capacity 50-86 us and
-# 2.5-6.2 kB (vectorised), cost 0.6-1.8 ms and 1.3-6.6 kB, compare 0.7-3.0 ms and 2.6-14 kB (looped, two rows),
-# trace 70-128 us and 1.6-3.6 kB a row (plus its passes over the file: EXTRA_COST). The row dicts and the
-# rendered text, not the numpy columns, are what a point holds.
-POINT_COST = {"kv": (3_000, 100e-6), "capacity": (7_000, 120e-6), "cost": (8_000, 2.5e-3),
-              "compare": (16_000, 4e-3), "trace": (4_000, 150e-6)}
-# target -> (axes, fixed settings) -> (extra seconds per point, fixed seconds): what depends on the inputs
-EXTRA_COST: dict[str, Any] = {}
-
-
-def budget_for(target: str, limits: Budget | None = None) -> Budget:
-    """``limits`` (points, bytes, seconds a sweep may spend) with the per-point costs of ``target``."""
-    import dataclasses
-
-    held, spent = POINT_COST.get(target, (0.0, 0.0))
-    return dataclasses.replace(limits or Budget(), bytes_per_point=held, seconds_per_point=spent)
-
-
-def check_cost(target: str, axes: list[AxisValues], fixed: dict, limits: Budget | None = None) -> None:
-    """Refuse (InputError naming the grid and the option that raises the budget) a sweep whose estimated memory or
-    time, with what the inputs add (a trace's size), exceeds ``limits``; before any point is computed."""
-    import dataclasses
-
-    budget = budget_for(target, limits)
-    extra, fixed_s = EXTRA_COST[target](axes, fixed) if target in EXTRA_COST else (0.0, 0.0)
-    check_grid(axes, budget.max_points, dataclasses.replace(budget, seconds_per_point=budget.seconds_per_point
-                                                            + extra), fixed_s)
-
-
 def axis_def(target: str, name: str, flag: str) -> AxisDef:
     """The definition of input ``name`` for ``target``; InputError with close matches when unknown."""
     known = AXES[target]
@@ -177,9 +148,10 @@ def parse_value(d: AxisDef, text: str, what: str):
 
 
 def parse_axes(target: str, specs: list[str], max_points: int = MAX_POINTS,
-               limits: Budget | None = None) -> list[AxisValues]:
+               limits: Budget | None = None, output: Output | None = None) -> list[AxisValues]:
     """``--vary NAME=SPEC`` texts -> axes in the order given; each axis and the grid are counted against
-    ``max_points`` and priced against ``limits`` (memory, seconds) before any point is made."""
+    ``max_points`` and priced against ``limits`` (memory, seconds) as written in ``output`` (default: a table)
+    before any point is made."""
     from kvcalc.out.sweep_spec import split_assignment
 
     if target not in TARGETS:
@@ -188,7 +160,7 @@ def parse_axes(target: str, specs: list[str], max_points: int = MAX_POINTS,
         raise InputError(f"sweep {target}: not registered (import kvcalc.trace.sweep first)")
     import dataclasses
 
-    budget = dataclasses.replace(budget_for(target, limits), max_points=max_points)
+    budget = dataclasses.replace(budget_for(target, limits, output), max_points=max_points)
     axes, seen = [], set()
     for text in specs:
         name, spec = split_assignment(text, "--vary")
@@ -323,33 +295,39 @@ def _columns_of(target: str):
     return cols
 
 
-def _grid_index(axes: list[AxisValues]):
-    """Per axis, the value index of every grid point in product order (first axis slowest) [int arrays]."""
+def _grid_index(axes: list[AxisValues], lo: int = 0, hi: int | None = None):
+    """Per axis, the value index of grid points ``lo`` to ``hi`` (default: all) in product order (first axis
+    slowest) [int arrays, one row per axis]."""
     import numpy as np
 
     sizes = [len(a) for a in axes]
-    return np.indices(sizes).reshape(len(sizes), -1)
+    if lo == 0 and hi is None:
+        return np.indices(sizes).reshape(len(sizes), -1)
+    return np.stack(np.unravel_index(np.arange(lo, hi), sizes)).reshape(len(sizes), -1)
 
 
-def evaluate_columns(target: str, axes: list[AxisValues], fixed: dict) -> dict[str, Any]:
-    """kv or capacity over the whole grid -> {field: numpy array or list, one entry per point}: the looped axes
-    (presets, layouts) in Python, the vector axes as one numpy call per looped combination."""
+def evaluate_columns(target: str, axes: list[AxisValues], fixed: dict, idx=None) -> dict[str, Any]:
+    """kv or capacity over the grid points ``idx`` (default: the whole grid; see _grid_index) -> {field: numpy
+    array or list, one entry per point}: the looped axes (presets, layouts) in Python, the vector axes as one numpy
+    call per looped combination."""
     import numpy as np
 
     defs = AXES[target]
     point = kv_point if target == "kv" else capacity_point
-    idx = _grid_index(axes)
+    idx = _grid_index(axes) if idx is None else idx
     n = idx.shape[1]
     base = DEFAULTS[target] | fixed
     looped = [i for i, a in enumerate(axes) if not defs[a.name].vector]
     cols: dict[str, Any] = {}
-    for combo in itertools.product(*(range(len(axes[i])) for i in looped)):
+    for combo in itertools.product(*(np.unique(idx[i]).tolist() for i in looped)):
         mask = np.ones(n, dtype=bool)
         s = dict(base)
         for i, j in zip(looped, combo):
             mask &= idx[i] == j
             s[axes[i].name] = axes[i].values[j]
         sel = np.flatnonzero(mask) if looped else slice(None)
+        if looped and not sel.size:
+            continue
         vec = {a.name: np.asarray(a.values)[idx[i][sel]] for i, a in enumerate(axes) if defs[a.name].vector}
         for k, v in point(s, vec).items():
             if k not in cols:
@@ -366,42 +344,109 @@ def _as_rows(cols: dict[str, Any], n: int) -> list[dict]:
     return [dict(zip(keys, vals)) for vals in zip(*(lists[k] for k in keys))] if keys else [{}] * n
 
 
-def sweep_rows(target: str, axes: list[AxisValues], fixed: dict) -> list[dict]:
-    """Every point's rows in product order, each prefixed by the varied inputs (raw values)."""
+def _prefix(target: str, axes: list[AxisValues], idx) -> dict[str, Any]:
+    """The varied inputs' columns (raw values, presets by name) of the grid points ``idx``."""
     import numpy as np
 
     defs = AXES[target]
+    return {column_key(a.name): np.asarray([_shown(defs[a.name], v) for v in a.values]
+                                           if not a.numeric else a.values, dtype=object if not a.numeric
+                                           else None)[idx[i]] for i, a in enumerate(axes)}
+
+
+def _settings(target: str, axes: list[AxisValues], fixed: dict, idx, p: int) -> dict:
+    """The inputs of grid point ``p`` of ``idx``: the defaults, the fixed inputs and the point's axis values."""
+    s = DEFAULTS[target] | fixed
+    for i, a in enumerate(axes):
+        v = a.values[idx[i][p]]
+        s[a.name] = v.item() if a.numeric else v
+    return s
+
+
+STREAMED_TARGETS = ("kv", "capacity", "cost", "compare")  # trace replays its set-ups over the whole grid at once
+
+
+def row_chunks(target: str, axes: list[AxisValues], fixed: dict, points: int | None = None):
+    """Every point's rows in product order, each prefixed by the varied inputs (raw values), as lists of rows:
+    ``points`` grid points at a time (default: CHUNK_POINTS for kv/capacity, LOOP_CHUNK for cost/compare; the
+    whole grid at once for trace, whose set-ups replay all their capacities in one pass)."""
+    n = math.prod(len(a) for a in axes)
+    if target not in STREAMED_TARGETS:
+        yield sweep_rows(target, axes, fixed)
+        return
+    vector = target in ("kv", "capacity")
+    step = points or (CHUNK_POINTS if vector else LOOP_CHUNK)
+    from kvcalc.out import progress
+
+    tick = progress.counter(n, "points")
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        idx = _grid_index(axes, lo, hi)
+        if vector:
+            rows = _as_rows(_prefix(target, axes, idx) | evaluate_columns(target, axes, fixed, idx), hi - lo)
+        else:
+            heads = _as_rows(_prefix(target, axes, idx), hi - lo)
+            rows = [h | r for p, h in enumerate(heads) for r in scenario_rows(target, _settings(target, axes, fixed,
+                                                                                                 idx, p))]
+        if tick is not None:
+            tick(hi - lo)
+        yield rows
+
+
+def sweep_rows(target: str, axes: list[AxisValues], fixed: dict) -> list[dict]:
+    """Every point's rows in product order, each prefixed by the varied inputs (raw values)."""
     idx = _grid_index(axes)
     n = idx.shape[1]
-    prefix = {column_key(a.name): np.asarray([_shown(defs[a.name], v) for v in a.values]
-                                             if not a.numeric else a.values, dtype=object if not a.numeric
-                                             else None)[idx[i]] for i, a in enumerate(axes)}
+    prefix = _prefix(target, axes, idx)
     if target in ("kv", "capacity"):  # one dict per row: the same keys, order and values as heads[i] | body[i]
-        return _as_rows(prefix | evaluate_columns(target, axes, fixed), n)
+        return _as_rows(prefix | evaluate_columns(target, axes, fixed, idx), n)
     heads = _as_rows(prefix, n)
-    base = DEFAULTS[target] | fixed
-    settings = []
-    for p in range(n):
-        s = dict(base)
-        for i, a in enumerate(axes):
-            s[a.name] = a.values[idx[i][p]]
-            if a.numeric:
-                s[a.name] = s[a.name].item()
-        settings.append(s)
+    settings = [_settings(target, axes, fixed, idx, p) for p in range(n)]
     from kvcalc.out import progress
 
     batch = POINT_BATCHES.get(target) or (lambda ss: [scenario_rows(target, s) for s in progress.track(ss)])
     return [h | r for h, rows in zip(heads, batch(settings)) for r in rows]
 
 
-def sweep_result(target: str, axes: list[AxisValues], fixed: dict, limits: Budget | None = None):
+def sweep_result(target: str, axes: list[AxisValues], fixed: dict, limits: Budget | None = None,
+                 output: Output | None = None):
     """The ``kvcalc sweep`` result: one row per grid point (compare: per strategy), varied inputs first; refused
-    first when its estimated cost exceeds ``limits`` (check_cost)."""
+    first when its estimated cost, written as ``output`` (default: a table), exceeds ``limits`` (check_cost)."""
+    check_cost(target, axes, fixed, limits, output)
+    rows = sweep_rows(target, axes, fixed)
+    return _result(target, axes, fixed, rows, rows)
+
+
+def sweep_stream(target: str, axes: list[AxisValues], fixed: dict, limits: Budget | None = None,
+                 output: Output | None = None, points: int | None = None):
+    """(the result without its main rows, the first chunk of rows, every chunk of rows): :func:`sweep_result` held
+    one chunk at a time
+    (render.write_chunks writes the same bytes). The first chunk is computed here, as are, when the scenario is
+    varied, the first point of each scenario: the model, hardware and GPUs the scenario chose (named in the
+    inputs, which JSON writes before the rows) depend on nothing else."""
+    from itertools import chain
+
+    import dataclasses
+
+    check_cost(target, axes, fixed, limits, dataclasses.replace(output or Output("json"), streamed=True))
+    chunks = row_chunks(target, axes, fixed, points)
+    first = next(chunks)
+    seen = list(first)
+    names = [a.name for a in axes]
+    if target in ("cost", "compare") and "scenario" in names:
+        i = names.index("scenario")
+        stride = math.prod(len(a) for a in axes[i + 1:])
+        for j in range(len(axes[i])):
+            idx = _grid_index(axes, j * stride, j * stride + 1)
+            seen += scenario_rows(target, _settings(target, axes, fixed, idx, 0))
+    return _result(target, axes, fixed, seen, ()), first, chain([first], chunks)
+
+
+def _result(target: str, axes: list[AxisValues], fixed: dict, seen, rows):
+    """The sweep's Result with main rows ``rows``; ``seen``: rows that show what the scenario chose."""
     from kvcalc.out.results import Column, Result, Table
 
-    check_cost(target, axes, fixed, limits)
     defs = AXES[target]
-    rows = sweep_rows(target, axes, fixed)
     axis_cols = [Column(column_key(a.name), a.name, defs[a.name].column_kind) for a in axes]
     keys = {c.key for c in axis_cols}
     cols = tuple(axis_cols + [Column(*c) for c in _columns_of(target) if c[0] not in keys])
@@ -411,7 +456,7 @@ def sweep_result(target: str, axes: list[AxisValues], fixed: dict, limits: Budge
                                                   (a.values.tolist() if a.numeric else a.values)] for a in axes},
               "fixed": shown, "points": math.prod(len(a) for a in axes)}
     for k in ("model", "hardware", "gpus"):  # name what the scenario chose when the user did not
-        same = {r.get(k) for r in rows}
+        same = {r.get(k) for r in seen}
         if k not in shown and k not in {a.name for a in axes} and len(same) == 1 and None not in same:
             shown[k] = same.pop()
     title = (f"sweep {target} over " + " x ".join(f"{len(a)} {a.name}" for a in axes)
