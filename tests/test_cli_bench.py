@@ -89,8 +89,12 @@ def test_options_change_what_they_should():
     (["--num-prompts", "0"], ["--num-prompts"]),
     (["--kv-compression", "0.5"], ["--kv-compression"]),
     (["--hardware", "h100"], ["h100-sxm"]),
-    (["--max-num-batched-tokens", "1", "--random-input-len", "64", "--num-prompts", "1", "--max-model-len", "16",
+    (["--max-num-batched-tokens", "1", "--random-input-len", "64", "--num-prompts", "1", "--max-model-len", "128",
       "--random-output-len", "1"], []),
+    # a request longer than max_model_len is refused as vLLM's server refuses it (HTTP 400), before any step: an
+    # output of 2^30 tokens used to step past the hostile run's 20 s limit
+    (["--random-output-len", "1g", "--num-prompts", "10"], ["--random-output-len", "1,073,742,824", "40,960"]),
+    (["--random-input-len", "64", "--random-output-len", "1", "--max-model-len", "16"], ["--max-model-len", "65"]),
 ])
 def test_bad_input_is_one_line_exit_2(args, words):
     r = run_cli(*ARGS, *args)
@@ -102,8 +106,8 @@ def test_bad_input_is_one_line_exit_2(args, words):
 
 
 def test_a_pool_too_small_for_one_request_is_refused():
-    r = run_cli("bench", "--model", "qwen3-32b", "--hardware", "a100-80g", "--random-input-len", "200k",
-                "--num-prompts", "1")
+    r = run_cli("bench", "--model", "qwen3-32b", "--hardware", "a100-80g", "--random-input-len", "39k",
+                "--num-prompts", "1")  # 39,000 + 128 fits qwen3-32b's 40,960 context, not the A100's pool
     assert r.code == 2 and "cannot hold one request" in r.err
 
 

@@ -172,8 +172,32 @@ def simulate_spec(spec: BenchSpec):
     if spec.dp > 1 and sch.max_concurrency:
         sch = replace(sch, max_concurrency=max(1, sch.max_concurrency // spec.dp))
     req = requests_of(spec)
+    _check_lengths(req, spec)
     runs = [simulate(sm, pool, _split(req, spec.dp, r), sch) for r in range(spec.dp)]
     return metrics(runs, spec), runs, sm, pool, sch
+
+
+def _check_lengths(req, spec: BenchSpec) -> None:
+    """Refuse a request longer than max_model_len [tokens], as the server does (vLLM's input processor rejects a
+    prompt + max_tokens above max_model_len with HTTP 400): simulating it would price a run no engine serves, and
+    an absurd output length would step for ever."""
+    import numpy as np
+
+    from kvcalc.out.errors import InputError
+
+    max_len = spec.max_model_len or spec.model.max_context_tokens
+    if not max_len:
+        return
+    total = np.asarray(req.prompt, dtype=np.int64) + np.asarray(req.output, dtype=np.int64)
+    over = np.flatnonzero(total > max_len)
+    if over.size:
+        i = int(over[0])
+        what = (f"trace request {i + 1}" if spec.trace is not None
+                else "--random-input-len + --random-output-len" + (" + --shared-prefix" if spec.shared_prefix_tokens
+                                                                      else ""))
+        where = "--max-model-len" if spec.max_model_len else f"{spec.model_name}'s max_context_tokens"
+        raise InputError(f"{what}: {int(total[i]):,} tokens exceeds {where} ({max_len:,}); the engine refuses "
+                         f"such a request")
 
 
 def _pct(x, q):
