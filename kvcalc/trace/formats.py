@@ -36,7 +36,7 @@ from typing import NamedTuple
 from kvcalc.out.errors import InputError
 from kvcalc.trace.reader import (_INT64_MAX, _INT64_MIN, DEFAULT_BLOCK_TOKENS, MAX_IDS_PER_LINE, MAX_TIMESTAMP_MS,
                                  ReaderViews, TraceReader, TraceRequest, _short, check_block_tokens,
-                                 open_stream)
+                                 open_stream, read_all)
 
 FORMATS = ("auto", "mooncake", "full-blocks", "kv-cache-tester", "azure-csv", "burstgpt-csv")
 LENGTHS_ONLY = ("azure-csv", "burstgpt-csv")
@@ -147,7 +147,7 @@ def _document(path: Path) -> dict:
     stream, raw = open_stream(path)
     with raw, stream:
         try:
-            data = stream.read(MAX_DOCUMENT_BYTES + 1)
+            data = read_all(stream, MAX_DOCUMENT_BYTES + 1)
         except (OSError, EOFError) as exc:
             raise InputError(f"{path}: cannot read ({exc})") from None
     if len(data) > MAX_DOCUMENT_BYTES:
