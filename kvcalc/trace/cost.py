@@ -67,11 +67,13 @@ def _mix(counts: Counter, cache_tokens: int) -> RequestMix:
 
 
 def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: int = DEFAULT_BLOCK_TOKENS,
-                skip_bad: bool = False, replicas: Optional[int] = None, router: str = "round-robin") -> TraceMixes:
+                skip_bad: bool = False, replicas: Optional[int] = None, router: str = "round-robin",
+                trace_format: str = "mooncake") -> TraceMixes:
     """Stream the trace once, measuring each request's LRU reuse at ``capacity_tokens`` [tokens] (None =
     infinite) -> mixes. Nothing is kept per request beyond one engine chunk: slices are counted as chunks end.
     With ``replicas``: each request's reuse on the replica ``router`` sends it to, each replica an LRU cache of
-    ``capacity_tokens`` (:mod:`kvcalc.trace.replicas`); C's cache is then the replicas' peaks together."""
+    ``capacity_tokens`` (:mod:`kvcalc.trace.replicas`); C's cache is then the replicas' peaks together.
+    ``trace_format``: any hash-id format of :mod:`kvcalc.trace.formats` (``auto`` detects it)."""
     lru: Counter = Counter()
     tree: Counter = Counter()
 
@@ -83,12 +85,12 @@ def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: 
     capacity_blocks = capacity_blocks_for(capacity_tokens, block_tokens)
     if replicas is not None:
         from kvcalc.trace.engine import run_pass
-        from kvcalc.trace.formats import open_trace
+        from kvcalc.trace.formats import open_replay_trace
         from kvcalc.trace.replicas import ReplicaEngine
 
         engine = ReplicaEngine(replicas, capacity_tokens, block_tokens, "lru", router, on_request=lambda n, out, hit:
                                count(n, min(hit * block_tokens, n), out))
-        reader = open_trace(path, block_tokens, skip_bad)
+        reader = open_replay_trace(path, block_tokens, skip_bad, trace_format)
         r = run_pass(reader, engine, block_tokens)[1].total
         first_problem = reader.first_problem
     else:
@@ -101,7 +103,8 @@ def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: 
             for input_length, cached, output in zip(chunk.inputs.tolist(), reused.tolist(), chunk.outputs):
                 count(input_length, cached, output)
 
-        analysis = analyze_trace(path, [capacity_tokens], block_tokens, "lru", skip_bad, sink=sink)
+        analysis = analyze_trace(path, [capacity_tokens], block_tokens, "lru", skip_bad, sink=sink,
+                                 trace_format=trace_format)
         r = analysis.results[0]
         first_problem = analysis.first_problem
     if r.input_tokens == 0:
@@ -114,7 +117,8 @@ def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: 
 
 
 def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DEFAULT_BLOCK_TOKENS,
-                         skip_bad: bool = False, replicas: Optional[int] = None, router: str = "round-robin"):
+                         skip_bad: bool = False, replicas: Optional[int] = None, router: str = "round-robin",
+                         trace_format: str = "mooncake"):
     """``kvcalc compare --trace``: A vs C on the scenario's model and hardware with the trace's requests.
 
     ``inp`` is the resolved scenario (cost.CostInputs); ``capacity`` a trace_report.CapacitySpec (tokens, bytes
@@ -127,7 +131,7 @@ def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DE
 
     block = block_bytes_of(inp.model_name, inp.model, block_tokens, inp.kv_options)
     cap = resolve_capacities([capacity], block_tokens, block)[0]
-    m = trace_mixes(path, cap.tokens, block_tokens, skip_bad, replicas, router)
+    m = trace_mixes(path, cap.tokens, block_tokens, skip_bad, replicas, router, trace_format)
     name = Path(path).name
     cap_text = "infinite" if cap.tokens is None else f"{cap.spec.text} = {fmt_count(cap.tokens)} tokens"
     if replicas is not None:
@@ -162,7 +166,8 @@ def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DE
         notes.append(f"replicas: each request reuses what its replica's cache held; the scenario's node is still "
                      f"the one whose time and cost are counted for all {m.requests:,} requests")
     inputs = result.inputs | {"trace": str(path), "capacity": cap.spec.text,
-                              "capacity_tokens": cap.tokens, "block_tokens": block_tokens, "skip_bad": skip_bad}
+                              "capacity_tokens": cap.tokens, "block_tokens": block_tokens, "skip_bad": skip_bad,
+                              "trace_format": trace_format}
     if replicas is not None:
         inputs |= {"replicas": replicas, "router": router}
     return dataclasses.replace(result, inputs=inputs, notes=result.notes + tuple(notes),

@@ -341,6 +341,17 @@ def open_trace(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_
     return LengthsCsvReader(path, block_tokens, skip_bad, progress, kind)
 
 
+def open_replay_trace(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False,
+                      trace_format: str = "mooncake", progress: Callable[[int], None] | None = None):
+    """:func:`open_trace` for a cache replay: a lengths-only trace (no hash ids) is an InputError saying that
+    the serving model (``kvcalc bench --trace``) reads it."""
+    reader = open_trace(path, block_tokens, skip_bad, trace_format, progress)
+    if reader.lengths_only:
+        raise InputError(f"{path}: a lengths-only trace ({reader.kind}: arrivals and lengths, no hash ids): nothing "
+                         f"to replay through a cache; the serving model reads it (kvcalc bench --trace)")
+    return reader
+
+
 def read_requests(path: str | Path, trace_format: str = "auto", block_tokens: int | None = None,
                   skip_bad: bool = False, progress: Callable[[int], None] | None = None) -> Iterator[TraceRequest]:
     """Every request of a trace in any format, streamed, as :class:`TraceRequest` (timestamp [ms] after the

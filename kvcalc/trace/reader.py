@@ -233,6 +233,8 @@ class TraceReader(ReaderViews):
     its line number (the former even with ``skip_bad``: it is never read whole).
     """
 
+    lengths_only = False  # hash ids on every line (the CSV readers of kvcalc.trace.formats have none)
+
     def __init__(self, path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False,
                  rule: str | None = "ceil", progress: Callable[[int], None] | None = None):
         check_block_tokens(block_tokens)

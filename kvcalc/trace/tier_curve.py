@@ -137,10 +137,11 @@ def tier_curve_of_requests(requests: Iterable[TraceRequest], points: Sequence[Se
 
 def tier_curve(path: str | Path, points: Sequence[Sequence[Optional[int]]], names: Sequence[str] = TIER_ORDER,
                block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False,
-               progress: Optional[Callable[[int], None]] = None) -> TierCurve:
-    """Tier curve of a trace file, in one streaming pass (``progress`` as :func:`kvcalc.trace.tiers.tiered_profile`)."""
+               progress: Optional[Callable[[int], None]] = None, trace_format: str = "mooncake") -> TierCurve:
+    """Tier curve of a trace file, in one streaming pass (``progress`` and ``trace_format`` as
+    :func:`kvcalc.trace.tiers.tiered_profile`)."""
     engine = TierCurveEngine(block_tokens, points)
-    return engine.finish_curve(names[:len(points[0])], feed_trace(engine, path, skip_bad, progress))
+    return engine.finish_curve(names[:len(points[0])], feed_trace(engine, path, skip_bad, progress, trace_format))
 
 
 def vary_tier(capacity_blocks: Sequence[Optional[int]], tier: int, values_blocks: Sequence[int]) -> list[list]:
