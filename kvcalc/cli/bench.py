@@ -36,8 +36,9 @@ def bench(
     request_rate: Annotated[str, typer.Option("--request-rate", help="inf (all at t = 0) or requests/s (Poisson arrivals)", rich_help_panel=C)] = "inf",
     max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="client-side cap on requests in flight", rich_help_panel=C)] = None,
     shared_prefix: Annotated[Optional[str], typer.Option("--shared-prefix", help="TOKENS[:GROUPS]: a prefix of TOKENS before every prompt, one per group (vllm's --random-prefix-len with groups)", rich_help_panel=C)] = None,
-    trace: Annotated[Optional[str], typer.Option("--trace", help="Mooncake JSONL trace: arrivals, lengths and hash ids (prefix reuse) instead of the random dataset", rich_help_panel=C)] = None,
-    block_tokens: Annotated[int, typer.Option("--block-tokens", help="tokens per hash id in the trace (Mooncake: 512)", rich_help_panel=C)] = 512,
+    trace: Annotated[Optional[str], typer.Option("--trace", help="request trace instead of the random dataset: arrivals and lengths, and hash ids (prefix reuse) where the format has them: Mooncake JSONL, full-block JSONL, kv-cache-tester JSON, Azure or BurstGPT CSV (lengths only); .gz/.zst too", rich_help_panel=C)] = None,
+    trace_format: Annotated[str, typer.Option("--trace-format", help="auto (by content) | mooncake | full-blocks | kv-cache-tester | azure-csv | burstgpt-csv (see kvcalc trace --trace-format)", rich_help_panel=C)] = "auto",
+    block_tokens: Annotated[Optional[int], typer.Option("--block-tokens", help="tokens per hash id in the trace (default: the trace's own block_size (kv-cache-tester), else 512 as Mooncake)", show_default=False, rich_help_panel=C)] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed of the Poisson arrivals", rich_help_panel=C)] = 0,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
@@ -53,6 +54,8 @@ def bench(
       kvcalc bench --model gpt-oss-120b --hardware h100-sxm --random-input-len 4000 --random-output-len 200 --num-prompts 500
       kvcalc bench --model qwen3-32b --gpus 2 --max-concurrency 16 --request-rate 4 --format json
       kvcalc bench --model qwen3-14b --enable-prefix-caching --shared-prefix 2k:4 --explain
+      kvcalc bench --model qwen3-14b --trace AzureLLMInferenceTrace_conv.csv --num-prompts 2000
+      kvcalc bench --model qwen3-14b --enable-prefix-caching --trace trace_0002.json  # kv-cache-tester
     """
     from kvcalc.cli.bench_parse import parse_and_run
 

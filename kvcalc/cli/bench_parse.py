@@ -98,8 +98,17 @@ def parse_and_run(a: dict) -> None:
 
         from kvcalc.out.units import MAX_BLOCK_TOKENS
 
-        block_tokens = int(check_positive(a["block_tokens"], "--block-tokens", limit=MAX_BLOCK_TOKENS))
-        trace = trace_requests(a["trace"], limit=n, block_tokens=block_tokens)
+        from kvcalc.trace.formats import resolve_format
+
+        if a["block_tokens"] is not None:
+            check_positive(a["block_tokens"], "--block-tokens", limit=MAX_BLOCK_TOKENS)
+        kind = resolve_format(a["trace"], a["trace_format"])
+        trace = trace_requests(a["trace"], limit=n, block_tokens=a["block_tokens"], trace_format=kind)
+        check_positive(trace.key_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
+    else:
+        for flag, given in (("--trace-format", a["trace_format"] != "auto"), ("--block-tokens", a["block_tokens"])):
+            if given:
+                raise InputError(f"{flag}: only with --trace FILE")
     spec = BenchSpec(model_name=catalog.name_of(a["model"]), model=model, hw_name=catalog.name_of(a["hardware"]),
                      hw=hw, link=link, cal=cal, cal_name=cal_name, tp=tp, dp=dp, engine=a["engine"],
                      async_scheduling=a["async_scheduling"], input_len=input_len, output_len=output_len,
