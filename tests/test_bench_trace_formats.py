@@ -87,3 +87,64 @@ def test_bench_trace_format_options():
     full = bench_json("--trace", str(MOONCAKE_HEAD), "--trace-format", "mooncake", "--num-prompts", "50")
     auto = bench_json("--trace", str(MOONCAKE_HEAD), "--num-prompts", "50")
     assert full["results"] == auto["results"]
+
+
+# ---------------------------------------------------------------- replicas behind a router (issue 22, item 4)
+
+def test_route_requests_follow_the_trace_routers():
+    from kvcalc.trace.bench_input import route_requests
+    from kvcalc.trace.replicas import ReplicaEngine
+
+    req = trace_requests(str(MOONCAKE_HEAD))
+    assert route_requests(req, 3, "round-robin").tolist() == [k % 3 for k in range(len(req.prompt))]
+    for router in ("least-loaded", "session", "prefix"):  # the same decisions as kvcalc trace --router's replay
+        engine = ReplicaEngine(4, None, 512, "lru", router)
+        want = []
+        for ids, n in zip(req.keys, req.prompt.tolist()):
+            want.append(engine.route(ids))
+            engine.caches[want[-1]].add(ids, n)
+            engine.load[want[-1]] += n
+        assert route_requests(req, 4, router).tolist() == want, router
+    one = trace_requests(str(KVT[0]))  # one conversation: every turn extends the first one's prefix
+    assert set(route_requests(one, 4, "prefix").tolist()) == {0}
+    assert set(route_requests(one, 4, "session").tolist()) == {int(route_requests(one, 4, "session")[0])}
+
+
+def test_bench_replicas_rows_add_up_and_one_replica_is_the_node(tmp_path):
+    base = ("--trace", str(MOONCAKE_HEAD), "--enable-prefix-caching", "--num-prompts", "200")
+    single = bench_json(*base)["results"]
+    for router in ("round-robin", "least-loaded", "session", "prefix"):
+        assert bench_json(*base, "--router", router)["results"] == single  # --dp 1: the router has one choice
+        d = bench_json(*base, "--gpus", "4", "--dp", "4", "--router", router)
+        reps = d["tables"]["replicas"]
+        parts, whole = reps[:-1], reps[-1]
+        assert len(parts) == 4 and whole["replica"] == "all" and d["inputs"]["router"] == router
+        row = d["results"][0]
+        assert sum(r["requests"] for r in parts) == whole["requests"] == row["completed"] == 200
+        assert sum(r["cached_tokens"] for r in parts) == whole["cached_tokens"] == row["cached_tokens"]
+        assert sum(r["input_tokens"] for r in parts) == whole["input_tokens"] == row["total_input_tokens"]
+        loads = [r["input_tokens"] for r in parts]
+        assert whole["load_imbalance"] == pytest.approx(max(loads) / (sum(loads) / 4))
+        assert sum(r["load_share"] for r in parts) == pytest.approx(1.0)
+    rr = bench_json(*base, "--gpus", "4", "--dp", "4")
+    assert rr["results"] == bench_json(*base, "--gpus", "4", "--dp", "4", "--router", "round-robin")["results"]
+
+
+def test_prefix_routing_keeps_a_conversation_on_one_replica():
+    base = ("--trace", str(KVT[0]), "--enable-prefix-caching", "--gpus", "4", "--dp", "4")
+    rr = bench_json(*base, "--router", "round-robin")
+    px = bench_json(*base, "--router", "prefix")
+    rows = px["tables"]["replicas"]
+    assert [r["requests"] for r in rows[:-1]] == [33, 0, 0, 0]  # every turn where its prefix is cached
+    assert rows[1]["mean_ttft_ms"] is None and rows[-1]["load_imbalance"] == pytest.approx(4.0)
+    assert px["results"][0]["cached_tokens"] > rr["results"][0]["cached_tokens"]  # round-robin splits the prefix
+
+
+def test_bench_router_options():
+    assert_bad_input(run_cli(*BENCH, "--router", "prefix"), "--router", "--trace FILE")
+    assert_bad_input(run_cli(*BENCH, "--trace", str(KVT[0]), "--router", "prefx"), "--router",
+                     "did you mean prefix")
+    # lengths only: no ids, so session falls back to round-robin and prefix to the least-loaded replica
+    ll = bench_json("--trace", str(AZURE), "--gpus", "2", "--dp", "2", "--router", "least-loaded")
+    px = bench_json("--trace", str(AZURE), "--gpus", "2", "--dp", "2", "--router", "prefix")
+    assert ll["results"] == px["results"]

@@ -21,6 +21,7 @@ def gen_bench(g: Gen):
     g.opt("--gpus", ["1", "2", "4", "8"], p=0.3)
     g.opt("--tp", ["1", "2", "8"], p=0.2)
     g.opt("--dp", ["1", "2"], p=0.2)
+    g.opt("--router", ["round-robin", "least-loaded", "session", "prefix"], ["", "prefx"], p=0.1)
     g.opt("--attention", ["tp"], ["dp", "", "x"], p=0.1)
     g.opt("--engine", ["vllm", "sglang", "trtllm"], ["VLLM", "", "tgi"], p=0.3)
     g.flag("--async-scheduling", 0.2)

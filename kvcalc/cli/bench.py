@@ -17,7 +17,8 @@ def bench(
     hardware: Annotated[str, typer.Option("--hardware", help="hardware preset or TOML path", rich_help_panel=S)] = "h100-sxm",
     gpus: Annotated[Optional[int], typer.Option("--gpus", help=f"GPUs in all (default tp x dp; 1 to {MAX_GPUS:,})", rich_help_panel=S)] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="tensor-parallel size of one replica (default: --gpus / --dp)", rich_help_panel=S)] = None,
-    dp: Annotated[int, typer.Option("--dp", help="data-parallel replicas, each taking every dp-th request", rich_help_panel=S)] = 1,
+    dp: Annotated[int, typer.Option("--dp", help="data-parallel replicas, each taking every dp-th request (with --trace: as --router sends them); per-replica hit rate and load in the output", rich_help_panel=S)] = 1,
+    router: Annotated[str, typer.Option("--router", help="with --trace and --dp: round-robin (every dp-th) | least-loaded (fewest prompt tokens so far) | session (by the first block) | prefix (the replica caching the longest prefix; ties by load), as kvcalc trace --router", rich_help_panel=S)] = "round-robin",
     attention: Annotated[str, typer.Option("--attention", help="tp (attention sharded like the rest); dp attention is not modelled yet", rich_help_panel=S)] = "tp",
     engine: Annotated[str, typer.Option("--engine", metavar="vllm|sglang|trtllm", help="the engine whose scheduler and per-step cost are modelled", rich_help_panel=S)] = "vllm",
     async_scheduling: Annotated[bool, typer.Option("--async-scheduling", help="vLLM's --async-scheduling (a smaller per-step cost)", rich_help_panel=S)] = False,
@@ -56,6 +57,7 @@ def bench(
       kvcalc bench --model qwen3-14b --enable-prefix-caching --shared-prefix 2k:4 --explain
       kvcalc bench --model qwen3-14b --trace AzureLLMInferenceTrace_conv.csv --num-prompts 2000
       kvcalc bench --model qwen3-14b --enable-prefix-caching --trace trace_0002.json  # kv-cache-tester
+      kvcalc bench --model qwen3-14b --gpus 4 --dp 4 --router prefix --enable-prefix-caching --trace t.jsonl.zst
     """
     from kvcalc.cli.bench_parse import parse_and_run
 

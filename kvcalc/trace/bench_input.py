@@ -37,3 +37,16 @@ def trace_requests(path: str, limit: int | None = None, block_tokens: int | None
     lengths_only = not any(keys)  # no hash ids at all (a lengths-only CSV): nothing for a prefix cache to match
     return Requests(t - t[0], np.asarray(prompt, dtype=np.int64)[order], np.asarray(output, dtype=np.int64)[order],
                     None if lengths_only else [keys[i] for i in order.tolist()], block_tokens)
+
+
+def route_requests(requests, replicas: int, router: str):
+    """The replica [0, replicas) of each of ``requests`` (scheduler.Requests, in send order) behind ``router``
+    (:mod:`kvcalc.trace.replicas`: the trace replay's routers, each replica's cache unlimited as the serving
+    model's prefix cache is, a replica's load the prompt tokens routed to it so far); int64 array."""
+    import numpy as np
+
+    from kvcalc.trace.replicas import ReplicaEngine
+
+    keys = requests.keys if requests.keys is not None else [()] * len(requests.prompt)
+    engine = ReplicaEngine(replicas, None, requests.key_tokens, "lru", router)
+    return np.asarray(engine.assignments(zip(keys, requests.prompt.tolist())), dtype=np.int64)
