@@ -81,3 +81,14 @@ def test_lengths_only_traces_point_to_bench():
     assert_bad_input(run_cli("compare", "--trace", str(KVT[0]), "--trace-format", "full-block"), "--trace-format",
                      "did you mean full-blocks")
     assert_bad_input(run_cli("compare", "--trace", str(KVT[0]), "--block-tokens", "16"), "block_size 64")
+
+
+def test_sweep_trace_takes_the_trace_block_size():
+    requests = [(r.input_length, list(r.hash_ids)) for r in read_requests(KVT[1])]
+    r = run_cli("sweep", "trace", "--set", f"file={KVT[1]}", "--vary", "capacity=50k,200k", "--format", "json")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)["results"]
+    assert [x["block_tokens"] for x in rows] == [64, 64]  # kv-cache-tester's own block_size, without block-tokens
+    assert [x["reused_tokens"] for x in rows] == [brute_lru(requests, c // 64, 64)[0] for c in (50_000, 200_000)]
+    assert_bad_input(run_cli("sweep", "trace", "--set", f"file={AZURE}", "--vary", "capacity=1m,2m"),
+                     "lengths-only")
