@@ -122,3 +122,28 @@ def test_zstandard_is_not_imported_for_plain_traces():
             f"list(read_requests({str(MOONCAKE_HEAD)!r})); print('zstandard' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_zstd_bomb_costs_one_line_bound(tmp_path, monkeypatch):
+    import kvcalc.trace.reader as reader
+
+    monkeypatch.setattr(reader, "MAX_LINE_BYTES", 1_000_000)
+    path = tmp_path / "bomb.jsonl.zst"  # 64 MB of one endless line in a few kilobytes
+    path.write_bytes(zstandard.ZstdCompressor(level=3).compress(b"[" * 64_000_000))
+    assert path.stat().st_size < 100_000
+    assert_bad_input(run_cli("trace", str(path)), "bomb.jsonl.zst:1:", "longer than 1,000,000 bytes")
+
+
+def test_tiers_and_compare_read_zstd(tmp_path):
+    path = tmp_path / "k.json.zst"
+    path.write_bytes(zstd_bytes(KVT[1].read_bytes(), 2))
+    for args in (("trace", "--tiers", "hbm,dram", "--tier-capacity", "hbm=50k,dram=150k"),
+                 ("compare", "--capacity", "100k"), ("compare", "--tiers", "hbm", "--tier-capacity", "hbm=50k")):
+        runs = []
+        for p in (KVT[1], path):
+            argv = [args[0], str(p), *args[1:]] if args[0] == "trace" else [args[0], "--trace", str(p), *args[1:]]
+            r = run_cli(*argv, "--format", "json")
+            assert r.code == 0, r.err
+            runs.append([{k: v for k, v in row.items() if k != "workload"}  # the file's name
+                         for row in json.loads(r.out)["results"]])
+        assert runs[0] == runs[1], args
