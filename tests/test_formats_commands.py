@@ -27,6 +27,10 @@ def traces(tmp_path):
     return [(path, b, list(read_requests(path))) for path, b in ((KVT[1], 64), (full, 512), (MOONCAKE_HEAD, 512))]
 
 
+READ_AS = {"kv_cache_tester_trace_0291.json": "kv-cache-tester", "full.jsonl": "full-blocks",
+           "mooncake_synthetic_head400.jsonl": "mooncake"}  # what auto detection reads each as
+
+
 @pytest.mark.parametrize("caps", [(150, 450), (600, 2_000), (1, 5_000)])
 def test_trace_tiers_read_every_format(tmp_path, caps):
     for path, b, requests in traces(tmp_path):
@@ -35,6 +39,7 @@ def test_trace_tiers_read_every_format(tmp_path, caps):
         d = run_json("trace", str(path), "--tiers", "hbm,dram", "--tier-capacity",
                      f"hbm={caps[0] * b},dram={caps[1] * b}")
         assert d["inputs"]["block_tokens"] == b  # kv-cache-tester: its own block_size, without -b
+        assert d["inputs"]["trace_format"] == READ_AS[path.name]
         got = [(r["hit_blocks"], r["hit_tokens"], r["hit_requests"]) for r in d["results"]]
         assert got == list(zip(blocks, tokens, reqs)), path.name
 
@@ -58,7 +63,7 @@ def test_compare_trace_reads_every_format(tmp_path):
             d = run_json("compare", "--trace", str(path), "--capacity", str(cap_blocks * b))
             reused = {r["strategy"]: r["reused_tokens"] for r in d["results"]}
             assert reused == {"lru": 0, "prefix-tree": brute_lru(pairs, cap_blocks, b)[0]}, path.name
-            assert d["inputs"]["block_tokens"] == b and d["inputs"]["trace_format"] in ("kv-cache-tester", "jsonl")
+            assert d["inputs"]["block_tokens"] == b and d["inputs"]["trace_format"] == READ_AS[path.name]
         one = run_json("compare", "--trace", str(path), "--capacity", str(400 * b), "--replicas", "1")
         assert [r["reused_tokens"] for r in one["results"]] == [0, brute_lru(pairs, 400, b)[0]]
 

@@ -54,6 +54,7 @@ class TraceMixes:
     peak_cached_blocks: int  # [blocks]
     skipped_lines: int
     first_problem: Optional[str]
+    trace_format: str = "mooncake"  # the format the trace was read as (kvcalc.trace.engine.format_read)
 
 
 def _mix(counts: Counter, cache_tokens: int) -> RequestMix:
@@ -91,8 +92,10 @@ def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: 
         engine = ReplicaEngine(replicas, capacity_tokens, block_tokens, "lru", router, on_request=lambda n, out, hit:
                                count(n, min(hit * block_tokens, n), out))
         reader = open_replay_trace(path, block_tokens, skip_bad, trace_format)
+        from kvcalc.trace.engine import format_read
+
         r = run_pass(reader, engine, block_tokens)[1].total
-        first_problem = reader.first_problem
+        first_problem, read = reader.first_problem, format_read(reader)
     else:
         import numpy as np
 
@@ -106,14 +109,14 @@ def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: 
         analysis = analyze_trace(path, [capacity_tokens], block_tokens, "lru", skip_bad, sink=sink,
                                  trace_format=trace_format)
         r = analysis.results[0]
-        first_problem = analysis.first_problem
+        first_problem, read = analysis.first_problem, analysis.trace_format
     if r.input_tokens == 0:
         raise InputError(f"{path}: the trace's requests have no input tokens: nothing to prefill or reuse")
     peak = r.peak_cached_blocks
     return TraceMixes(lru=_mix(lru, 0), prefix_tree=_mix(tree, peak * block_tokens), capacity_tokens=capacity_tokens,
                       block_tokens=block_tokens, requests=r.requests, input_tokens=r.input_tokens,
                       reused_tokens=r.reused_tokens, peak_cached_blocks=peak, skipped_lines=r.skipped_lines,
-                      first_problem=first_problem)
+                      first_problem=first_problem, trace_format=read)
 
 
 def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DEFAULT_BLOCK_TOKENS,
@@ -167,7 +170,7 @@ def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DE
                      f"the one whose time and cost are counted for all {m.requests:,} requests")
     inputs = result.inputs | {"trace": str(path), "capacity": cap.spec.text,
                               "capacity_tokens": cap.tokens, "block_tokens": block_tokens, "skip_bad": skip_bad,
-                              "trace_format": trace_format}
+                              "trace_format": m.trace_format}
     if replicas is not None:
         inputs |= {"replicas": replicas, "router": router}
     return dataclasses.replace(result, inputs=inputs, notes=result.notes + tuple(notes),

@@ -144,7 +144,7 @@ def tier_trace_result(req: TierRequest, inp: CostInputs, progress=None) -> Resul
                          f"({fmt_percent(r['input_share'])} of input)")
     inputs = {"file": str(req.path), "tiers": list(req.tiers), "tier_capacity": dict(req.capacities),
               "tier_link": dict(req.links), "block_tokens": req.block_tokens, "copies": req.copies,
-              "trace_format": req.trace_format,
+              "trace_format": profile.trace_format,
               "model": inp.model_name, "hardware": inp.hardware_name, "gpus": inp.gpus,
               "block_bytes": block, "kv_bytes_per_token": per_token_bytes, "prefill_s_per_token": per_token_s,
               "skip_bad": req.skip_bad}
@@ -264,7 +264,7 @@ def tier_curve_result(req: TierRequest, inp: CostInputs, progress=None) -> Resul
              "slower than its prefill; prefill saved: prefill avoided - load time, over the tiers that load"]
     inputs = {"file": str(req.path), "tiers": list(req.tiers), "tier_capacity": dict(req.capacities),
               "tier_link": dict(req.links), "block_tokens": req.block_tokens, "copies": req.copies,
-              "trace_format": req.trace_format,
+              "trace_format": curve.trace_format,
               "tier_curve": req.curve_tier, "tier_curve_values": list(req.curve_values) or None,
               "curve_points": None if req.curve_values else req.curve_points,
               "model": inp.model_name, "hardware": inp.hardware_name, "gpus": inp.gpus, "block_bytes": block,

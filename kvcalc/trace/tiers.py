@@ -63,6 +63,7 @@ class TieredProfile:
     profile: LruProfile  # the one LRU stack: profile.at(summed capacity) == the tiers' hits summed
     request_hit_blocks: Optional[np.ndarray] = None  # [requests, tiers] int64, with keep_requests
     request_hit_tokens: Optional[np.ndarray] = None  # [requests, tiers] int64, with keep_requests
+    trace_format: str = "mooncake"  # the format the trace was read as (kvcalc.trace.engine.format_read)
 
     @property
     def total_capacity_blocks(self) -> Optional[int]:
@@ -231,9 +232,11 @@ def tiered_profile(path: str | Path, capacity_blocks: Sequence[Optional[int]], n
     lines read, rounded down to a multiple of it). ``trace_format``: any hash-id format of
     :mod:`kvcalc.trace.formats` (``auto`` detects it).
     """
+    from dataclasses import replace
+
     engine = TieredLruEngine(block_tokens, capacity_blocks, keep_requests=keep_requests)
-    skipped = feed_trace(engine, path, skip_bad, progress, trace_format)
-    return engine.finish_tiers(names[:len(capacity_blocks)], skipped)
+    skipped, read = feed_trace_read(engine, path, skip_bad, progress, trace_format)
+    return replace(engine.finish_tiers(names[:len(capacity_blocks)], skipped), trace_format=read)
 
 
 def feed_trace(engine: LruStackEngine, path: str | Path, skip_bad: bool = False,
@@ -241,6 +244,14 @@ def feed_trace(engine: LruStackEngine, path: str | Path, skip_bad: bool = False,
     """Stream a trace file (any hash-id format, :func:`kvcalc.trace.formats.open_replay_trace`) into an engine,
     calling ``progress(requests read)`` about every :data:`PROGRESS_EVERY` requests (per batch of lines,
     rounded down to a multiple of it); returns the skipped lines."""
+    return feed_trace_read(engine, path, skip_bad, progress, trace_format)[0]
+
+
+def feed_trace_read(engine: LruStackEngine, path: str | Path, skip_bad: bool = False,
+                    progress: Optional[Callable[[int], None]] = None,
+                    trace_format: str = "mooncake") -> tuple[int, str]:
+    """:func:`feed_trace`, returning (skipped lines, the format read: :func:`kvcalc.trace.engine.format_read`)."""
+    from kvcalc.trace.engine import format_read
     from kvcalc.trace.formats import open_replay_trace
 
     reader = open_replay_trace(path, engine.block_tokens, skip_bad, trace_format)
@@ -250,4 +261,4 @@ def feed_trace(engine: LruStackEngine, path: str | Path, skip_bad: bool = False,
         if progress is not None and engine.requests - reported >= PROGRESS_EVERY:
             reported = engine.requests - engine.requests % PROGRESS_EVERY
             progress(reported)
-    return reader.skipped_lines
+    return reader.skipped_lines, format_read(reader)
