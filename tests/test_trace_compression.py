@@ -15,7 +15,7 @@ from test_trace_formats import AZURE, KVT, MOONCAKE_HEAD, full_block_copy
 from kvcalc.out.errors import InputError
 from kvcalc.trace.analysis import analyze_trace
 from kvcalc.trace.formats import detect_format, read_requests
-from kvcalc.trace.reader import ZSTD_FEED_BYTES
+from kvcalc.trace.compression import ZSTD_FEED_BYTES
 
 zstandard = pytest.importorskip("zstandard")
 

@@ -18,8 +18,10 @@ Formats (``--trace-format``; ``auto`` tells them apart by content):
 
 Every reader has the interface of :class:`~kvcalc.trace.reader.TraceReader` (``signed_batches``, ``batches``,
 ``records``, iteration as :class:`TraceRequest`, ``requests``, ``skipped_lines``, ``first_problem``), so every
-engine reads every format. Compressed input: ``.gz`` (or gzip's magic bytes) is streamed with the standard
-library, in every format.
+engine reads every format. Compressed input, in every format: gzip (the standard library) and Zstandard (the
+optional ``zstandard`` package, extra ``kvcalc[zstd]``), told by their magic bytes and streamed
+(:func:`kvcalc.trace.reader.open_stream`). :func:`open_replay_trace` is the reader of every cache replay: it
+refuses the lengths-only formats, which only ``kvcalc bench --trace`` reads (:mod:`kvcalc.trace.bench_input`).
 
 This module computes; it never prints.
 """
@@ -36,7 +38,8 @@ from typing import NamedTuple
 from kvcalc.out.errors import InputError
 from kvcalc.trace.reader import (_INT64_MAX, _INT64_MIN, DEFAULT_BLOCK_TOKENS, MAX_IDS_PER_LINE, MAX_TIMESTAMP_MS,
                                  ReaderViews, TraceReader, TraceRequest, _short, check_block_tokens,
-                                 open_stream, read_all)
+                                 open_stream)
+from kvcalc.trace.compression import read_all
 
 FORMATS = ("auto", "mooncake", "full-blocks", "kv-cache-tester", "azure-csv", "burstgpt-csv")
 LENGTHS_ONLY = ("azure-csv", "burstgpt-csv")

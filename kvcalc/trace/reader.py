@@ -23,7 +23,6 @@ This module computes; it never prints.
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
@@ -32,6 +31,7 @@ from typing import NamedTuple
 
 from kvcalc.out import progress
 from kvcalc.out.errors import InputError
+from kvcalc.trace.compression import decompressed
 
 DEFAULT_BLOCK_TOKENS = 512
 _INT64_MIN = -(2**63)
@@ -217,7 +217,7 @@ class ReaderViews:
 
 
 class TraceReader(ReaderViews):
-    """Streaming iterable of :class:`TraceRequest` from a JSONL trace file (plain or gzip-compressed).
+    """Streaming iterable of :class:`TraceRequest` from a JSONL trace file (plain, gzip or Zstandard).
 
     Iterating reads the file line by line. Errors are :class:`InputError` with one line
     ``FILE:LINE: problem``; with ``skip_bad`` bad lines are counted in ``skipped_lines`` (the first problem is
@@ -228,7 +228,7 @@ class TraceReader(ReaderViews):
     has an id and can be reused), ``floor`` (full blocks only: the partial last block has no id, so it is
     always a miss), or None: the first line whose input is not a whole number of blocks decides, and every
     line must then follow it (``rule`` holds the decision). ``progress``, if given, is called with the bytes
-    of the file read so far (compressed bytes for a ``.gz`` file) after each piece.
+    of the file read so far (compressed bytes for a compressed file) after each piece.
     A line longer than :data:`MAX_LINE_BYTES` or with more than :data:`MAX_IDS_PER_LINE` ids is refused with
     its line number (the former even with ``skip_bad``: it is never read whole).
     """
@@ -364,100 +364,16 @@ def open_binary(path: Path, what: str, watched: bool = True):
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-GZIP_MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip member (RFC 1952)
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # the first four bytes of a Zstandard frame (RFC 8878, 0xFD2FB528 little-endian)
-ZSTD_FEED_BYTES = 2048  # compressed bytes per decompression call (see _ZstdRaw)
-ZSTD_EXTRA = "pip install 'kvcalc[zstd]'"  # what to install for .zst traces (the zstandard package)
-
-
-def compression_of(path: Path, head: bytes) -> str | None:
-    """``gzip``, ``zstd`` or None (plain) for a file whose first bytes are ``head``: the magic bytes decide, so a
-    compressed file is read whatever its name; a ``.gz`` or ``.zst`` name on data without that magic is an
-    InputError (a truncated or mislabelled file, never read as something else)."""
-    if head.startswith(GZIP_MAGIC):
-        return "gzip"
-    if head.startswith(ZSTD_MAGIC):
-        return "zstd"
-    suffix = path.suffix.lower()
-    if suffix in (".gz", ".zst") and head:
-        kind = "gzip" if suffix == ".gz" else "zstd"
-        raise InputError(f"{path}: named {suffix} but not {kind} data (its first bytes are not {kind}'s magic)")
-    return None
-
-
-class _ZstdRaw(io.RawIOBase):
-    """A Zstandard stream as a raw binary file: every frame in turn; a decoding error is an OSError, and data
-    that ends inside a frame (a truncated file) an EOFError, as gzip's are (the ``zstandard`` package's own
-    stream reader ends silently there). Compressed input is fed :data:`ZSTD_FEED_BYTES` at a time, which bounds
-    the output of one call (zstd expands a block at most ~32,768 times: 64 MiB from 2 KiB)."""
-
-    def __init__(self, raw, zstandard):
-        self._raw = raw
-        self._new = zstandard.ZstdDecompressor().decompressobj
-        self._error = zstandard.ZstdError
-        self._obj = self._new()
-        self._out, self._at, self._carry, self._in_frame = b"", 0, b"", False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        while self._at >= len(self._out):
-            data = self._carry or self._raw.read(ZSTD_FEED_BYTES)
-            self._carry = b""
-            if not data:
-                if self._in_frame:
-                    raise EOFError("zstd: the compressed data ends inside a frame (a truncated file?)")
-                return 0
-            try:
-                self._out, self._at = self._obj.decompress(data), 0
-            except self._error as exc:
-                raise OSError(f"zstd: {exc}") from None
-            self._in_frame = not self._obj.eof
-            if self._obj.eof:  # a frame ended: what follows it starts the next one
-                self._carry, self._obj = self._obj.unused_data, self._new()
-        n = min(len(buffer), len(self._out) - self._at)
-        buffer[:n] = self._out[self._at:self._at + n]
-        self._at += n
-        return n
-
-
 def open_stream(path: Path, watched: bool = True):
-    """(decompressed binary stream, raw file) of ``path``, the raw file telling the bytes read. Compression is
-    told by the magic bytes (:func:`compression_of`): gzip streamed by the standard library, Zstandard by the
-    ``zstandard`` package (the optional extra ``kvcalc[zstd]``, imported only here; without it an InputError
-    says what to install). ``watched``: see :func:`open_binary` (not for a format's detection, which reads only
-    the first lines)."""
+    """(decompressed binary stream, raw file) of ``path``, the raw file telling the bytes read: plain, gzip or
+    Zstandard, told by the magic bytes (:func:`kvcalc.trace.compression.decompressed`). ``watched``: see
+    :func:`open_binary` (not for a format's detection, which reads only the first lines)."""
     raw = open_binary(path, "trace file", watched)
     try:
-        kind = compression_of(path, raw.peek(4)[:4])
+        return decompressed(path, raw), raw
     except BaseException:
         raw.close()
         raise
-    if kind == "gzip":
-        import gzip
-
-        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
-    if kind == "zstd":
-        try:
-            import zstandard
-        except ImportError:
-            raw.close()
-            raise InputError(f"{path}: a Zstandard-compressed trace needs the zstd extra: {ZSTD_EXTRA}") from None
-        return io.BufferedReader(_ZstdRaw(raw, zstandard), READ_BYTES), raw
-    return raw, raw
-
-
-def read_all(stream, limit: int) -> bytes:
-    """At most ``limit`` bytes of ``stream``, read until its end (a decompressor may return less per call)."""
-    parts, size = [], 0
-    while size < limit:
-        data = stream.read(min(READ_BYTES * 16, limit - size))
-        if not data:
-            break
-        parts.append(data)
-        size += len(data)
-    return b"".join(parts)
 
 
 def _pieces(handle) -> Iterator[bytes]:
