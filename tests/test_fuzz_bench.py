@@ -6,7 +6,7 @@ small (at most 200 prompts) so the cases take seconds. KVCALC_FUZZ_CASES / KVCAL
 from __future__ import annotations
 
 import test_fuzz_cli as base
-from test_fuzz_cli import BAD_NUMBERS, BAD_TOKENS, CONFIGS, Gen, files, hostile_files  # noqa: F401
+from test_fuzz_cli import BAD_NUMBERS, BAD_TOKENS, CONFIGS, Gen, files, hostile_files, trace_files  # noqa: F401
 
 FIELDS = ["duration", "output_throughput", "mean_ttft_ms", "p99_tpot_ms", "usd_per_mtok_blended", "completed"]
 
@@ -21,6 +21,7 @@ def gen_bench(g: Gen):
     g.opt("--gpus", ["1", "2", "4", "8"], p=0.3)
     g.opt("--tp", ["1", "2", "8"], p=0.2)
     g.opt("--dp", ["1", "2"], p=0.2)
+    g.opt("--router", ["round-robin", "least-loaded", "session", "prefix"], ["", "prefx"], p=0.1)
     g.opt("--attention", ["tp"], ["dp", "", "x"], p=0.1)
     g.opt("--engine", ["vllm", "sglang", "trtllm"], ["VLLM", "", "tgi"], p=0.3)
     g.flag("--async-scheduling", 0.2)
@@ -42,8 +43,10 @@ def gen_bench(g: Gen):
     g.opt("--price-per-gpu-hour", ["1", "2.5"], p=0.1)
     g.opt("--seed", ["0", "1", "42"], ["-1", "x", "1e400", ""], p=0.1)
     if g.r.random() < 0.15:
-        g.args += ["--trace", g.pick([g.files["trace.jsonl"]], hostile_files(g.files, trace=True))]
-        g.args += ["--block-tokens", g.pick(["16"], ["0", "-1", "x", "512"])]
+        g.args += ["--trace", g.pick(trace_files(g.files, lengths_only=True), hostile_files(g.files, trace=True))]
+        g.opt("--block-tokens", ["16"], ["0", "-1", "x", "512"], p=0.9)
+        g.opt("--trace-format", ["auto", "mooncake", "kv-cache-tester", "azure-csv", "burstgpt-csv"],
+              ["", "csv", "kv-cache", "Auto"], p=0.2)
     g.output(FIELDS)
 
 

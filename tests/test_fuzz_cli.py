@@ -86,6 +86,7 @@ def files(tmp_path_factory):
                                  "hash_ids": list(range(shared)) + list(range(ids, ids + blocks - shared))}))
         ids += blocks
     write("trace.jsonl", "\n".join(lines) + "\n")
+    compressed_traces(write, "\n".join(lines) + "\n", [json.loads(x) for x in lines])
     write("latin1.json", b'{"model_type": "caf\xe9"}')
     write("deep.json", "[" * 100_000 + "]" * 100_000)
     write("list.json", "[1, 2]")
@@ -111,13 +112,47 @@ def files(tmp_path_factory):
     return f
 
 
+def compressed_traces(write, text: str, objs: list) -> None:
+    """The fuzz trace in the other formats (issue 22): gzip, zstd (with the extra), kv-cache-tester JSON (16-token
+    blocks, full blocks only), lengths-only CSVs; and hostile compressed files (truncated, garbage after the
+    magic, a .gz name on plain text)."""
+    import gzip
+
+    write("trace.jsonl.gz", gzip.compress(text.encode()))
+    try:
+        import zstandard
+
+        blob = zstandard.ZstdCompressor().compress(text.encode())
+        write("trace.jsonl.zst", blob)
+        write("trace-cut-zst.jsonl", blob[: len(blob) // 2])  # told by its magic: truncated zstd
+    except ImportError:
+        pass
+    write("trace-kvt.json", json.dumps({"id": "fuzz", "block_size": 16, "requests": [
+        {"t": o["timestamp"] / 1000, "in": o["input_length"], "out": o["output_length"],
+         "hash_ids": o["hash_ids"][: o["input_length"] // 16]} for o in objs]}))
+    write("trace-azure.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2023-11-16 18:{15 + i // 60:02d}:{i % 60:02d}.6805900,{o['input_length']},{o['output_length']}\n"
+        for i, o in enumerate(objs)))
+    write("trace-burst.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n" + "".join(
+        f"{5 + 3 * i},ChatGPT,{o['input_length']},{o['output_length']},0,API log\n" for i, o in enumerate(objs)))
+    write("trace-badgz.jsonl", b"\x1f\x8b" + b"\x00" * 40)  # gzip's magic, then garbage
+    write("trace-plain.jsonl.gz", text)  # a .gz name on plain text
+
+
+def trace_files(files, lengths_only=False):
+    """The valid traces of every format (the lengths-only CSVs too when the command reads them)."""
+    names = ["trace.jsonl", "trace.jsonl.gz", "trace.jsonl.zst", "trace-kvt.json"]
+    names += ["trace-azure.csv", "trace-burst.csv"] if lengths_only else []
+    return [files[n] for n in names if n in files]
+
+
 def hostile_files(files, trace=False):
     """The hostile preset files, or (trace=True) the hostile trace files. A trace is read as a stream, and a FIFO
     is a legitimate trace (``kvcalc trace <(zcat t.jsonl.gz)``): opening one without a writer waits, as ``cat``
     does, so the FIFO is fuzzed as a preset file only."""
     if not trace:
         return [v for k, v in files.items() if not k.endswith((".jsonl", ".json"))]
-    either = ("dir.toml", "missing.toml", "latin1.toml", "huge.toml")
+    either = ("dir.toml", "missing.toml", "latin1.toml", "huge.toml", "trace-plain.jsonl.gz")
     return [v for k, v in files.items() if (k.endswith(".jsonl") or k in either) and k != "trace.jsonl"]
 
 
@@ -287,10 +322,11 @@ def _scenario(g: Gen, strategy: bool, trace: bool):
     g.preset("--pd-link", LINKS, ["edge-link.toml", "tiny-link.toml"], p=0.2)
     g.opt("--pd-overlap-us", ["0", "100", "3.6e9"], p=0.15)
     if trace and g.r.random() < 0.3:
-        g.args += ["--trace", g.pick([g.files["trace.jsonl"]], hostile_files(g.files, trace=True))]
+        g.args += ["--trace", g.pick(trace_files(g.files), hostile_files(g.files, trace=True))]
         tiers = g.r.random() < 0.4  # A and C through tiers (issue 12), the pins A may keep
         g.opt("--capacity", ["inf", "3m", "1000", "80GB"], BAD_TOKENS + ["80XB"], p=0.05 if tiers else 0.5)
         g.opt("--block-tokens", ["16", "16", "512"], p=1 if tiers else 0.7)
+        g.opt("--trace-format", ["auto", "kv-cache-tester", "full-blocks"], ["", "azure-csv", "x"], p=0.15)
         g.flag("--skip-bad", 0.3)
         if tiers:
             tier_options(g, curve=False)
@@ -327,7 +363,7 @@ def gen_compare(g: Gen):
 def gen_trace(g: Gen):
     # trace-line hostility (nesting, huge numbers in lines) belongs to the trace reader's own tests; here: options
     # and file-level hostility (directory, FIFO, missing, not UTF-8, empty)
-    g.args += ["trace", g.pick([g.files["trace.jsonl"]], hostile_files(g.files, trace=True))]
+    g.args += ["trace", g.pick(trace_files(g.files), hostile_files(g.files, trace=True))]
     tiers = g.r.random() < 0.4
     g.opt("--block-tokens", ["16", "16", "16", "512"], p=1 if tiers else 0.8)  # the fixture's blocks: 16
     single = 0.05 if tiers else 1  # with --tiers, the single-cache options are refused: now and then only

@@ -121,6 +121,18 @@ def test_burstgpt_csv(tmp_path):
         list(read_requests(path))
 
 
+def test_burstgpt_3_schema_with_inserted_columns(tmp_path):
+    # BurstGPT_3 inserts Session ID and Elapsed time after Timestamp (HPMLL/BurstGPT README, "Schema"); rows
+    # written after it (no verifiable real excerpt: see fixtures/traces/README.md). Only API logs lack a session.
+    path = tmp_path / "burst3.csv"
+    path.write_text("Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                    "100.0,a1,43,GPT-4,906,446,1352,Conversation log\n"
+                    "151.0,,2,ChatGPT,36,29,65,API log\n"
+                    "182.5,a1,8,GPT-4,1779,0,1779,Conversation log\n")  # a failure: 0 response tokens
+    assert detect_format(path) == "burstgpt-csv"
+    assert [r[:3] for r in read_requests(path)] == [(0.0, 906, 446), (51_000.0, 36, 29), (82_500.0, 1779, 0)]
+
+
 def test_gzip_streams_and_equals_the_plain_file(tmp_path):
     gz = tmp_path / "head.jsonl.gz"
     gz.write_bytes(gzip.compress(MOONCAKE_HEAD.read_bytes()))

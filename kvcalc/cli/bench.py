@@ -17,7 +17,8 @@ def bench(
     hardware: Annotated[str, typer.Option("--hardware", help="hardware preset or TOML path", rich_help_panel=S)] = "h100-sxm",
     gpus: Annotated[Optional[int], typer.Option("--gpus", help=f"GPUs in all (default tp x dp; 1 to {MAX_GPUS:,})", rich_help_panel=S)] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="tensor-parallel size of one replica (default: --gpus / --dp)", rich_help_panel=S)] = None,
-    dp: Annotated[int, typer.Option("--dp", help="data-parallel replicas, each taking every dp-th request", rich_help_panel=S)] = 1,
+    dp: Annotated[int, typer.Option("--dp", help="data-parallel replicas, each taking every dp-th request (with --trace: as --router sends them); per-replica hit rate and load in the output", rich_help_panel=S)] = 1,
+    router: Annotated[str, typer.Option("--router", help="with --trace and --dp: round-robin (every dp-th) | least-loaded (fewest prompt tokens so far) | session (by the first block) | prefix (the replica caching the longest prefix; ties by load), as kvcalc trace --router", rich_help_panel=S)] = "round-robin",
     attention: Annotated[str, typer.Option("--attention", help="tp (attention sharded like the rest); dp attention is not modelled yet", rich_help_panel=S)] = "tp",
     engine: Annotated[str, typer.Option("--engine", metavar="vllm|sglang|trtllm", help="the engine whose scheduler and per-step cost are modelled", rich_help_panel=S)] = "vllm",
     async_scheduling: Annotated[bool, typer.Option("--async-scheduling", help="vLLM's --async-scheduling (a smaller per-step cost)", rich_help_panel=S)] = False,
@@ -36,8 +37,9 @@ def bench(
     request_rate: Annotated[str, typer.Option("--request-rate", help="inf (all at t = 0) or requests/s (Poisson arrivals)", rich_help_panel=C)] = "inf",
     max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="client-side cap on requests in flight", rich_help_panel=C)] = None,
     shared_prefix: Annotated[Optional[str], typer.Option("--shared-prefix", help="TOKENS[:GROUPS]: a prefix of TOKENS before every prompt, one per group (vllm's --random-prefix-len with groups)", rich_help_panel=C)] = None,
-    trace: Annotated[Optional[str], typer.Option("--trace", help="Mooncake JSONL trace: arrivals, lengths and hash ids (prefix reuse) instead of the random dataset", rich_help_panel=C)] = None,
-    block_tokens: Annotated[int, typer.Option("--block-tokens", help="tokens per hash id in the trace (Mooncake: 512)", rich_help_panel=C)] = 512,
+    trace: Annotated[Optional[str], typer.Option("--trace", help="request trace instead of the random dataset: arrivals and lengths, and hash ids (prefix reuse) where the format has them: Mooncake JSONL, full-block JSONL, kv-cache-tester JSON, Azure or BurstGPT CSV (lengths only); .gz/.zst too", rich_help_panel=C)] = None,
+    trace_format: Annotated[str, typer.Option("--trace-format", help="auto (by content) | mooncake | full-blocks | kv-cache-tester | azure-csv | burstgpt-csv (see kvcalc trace --trace-format)", rich_help_panel=C)] = "auto",
+    block_tokens: Annotated[Optional[int], typer.Option("--block-tokens", help="tokens per hash id in the trace (default: the trace's own block_size (kv-cache-tester), else 512 as Mooncake)", show_default=False, rich_help_panel=C)] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed of the Poisson arrivals", rich_help_panel=C)] = 0,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
@@ -53,6 +55,9 @@ def bench(
       kvcalc bench --model gpt-oss-120b --hardware h100-sxm --random-input-len 4000 --random-output-len 200 --num-prompts 500
       kvcalc bench --model qwen3-32b --gpus 2 --max-concurrency 16 --request-rate 4 --format json
       kvcalc bench --model qwen3-14b --enable-prefix-caching --shared-prefix 2k:4 --explain
+      kvcalc bench --model qwen3-14b --trace AzureLLMInferenceTrace_conv.csv --num-prompts 2000
+      kvcalc bench --model qwen3-14b --enable-prefix-caching --trace trace_0002.json  # kv-cache-tester
+      kvcalc bench --model qwen3-14b --gpus 4 --dp 4 --router prefix --enable-prefix-caching --trace t.jsonl.zst
     """
     from kvcalc.cli.bench_parse import parse_and_run
 

@@ -98,8 +98,26 @@ def parse_and_run(a: dict) -> None:
 
         from kvcalc.out.units import MAX_BLOCK_TOKENS
 
-        block_tokens = int(check_positive(a["block_tokens"], "--block-tokens", limit=MAX_BLOCK_TOKENS))
-        trace = trace_requests(a["trace"], limit=n, block_tokens=block_tokens)
+        from kvcalc.trace.formats import resolve_format
+
+        if a["block_tokens"] is not None:
+            check_positive(a["block_tokens"], "--block-tokens", limit=MAX_BLOCK_TOKENS)
+        kind = resolve_format(a["trace"], a["trace_format"])
+        trace = trace_requests(a["trace"], limit=n, block_tokens=a["block_tokens"], trace_format=kind)
+        check_positive(trace.key_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
+    else:
+        for flag, given in (("--trace-format", a["trace_format"] != "auto"), ("--block-tokens", a["block_tokens"]),
+                            ("--router", a["router"] != "round-robin")):
+            if given:
+                raise InputError(f"{flag}: only with --trace FILE")
+    from kvcalc.trace.replicas import check_replicas
+
+    check_replicas(1, a["router"])  # the name (the replica count is --dp, checked above)
+    replica_of = None
+    if trace is not None and a["router"] != "round-robin" and dp > 1:
+        from kvcalc.trace.bench_input import route_requests
+
+        replica_of = route_requests(trace, dp, a["router"])
     spec = BenchSpec(model_name=catalog.name_of(a["model"]), model=model, hw_name=catalog.name_of(a["hardware"]),
                      hw=hw, link=link, cal=cal, cal_name=cal_name, tp=tp, dp=dp, engine=a["engine"],
                      async_scheduling=a["async_scheduling"], input_len=input_len, output_len=output_len,
@@ -107,7 +125,7 @@ def parse_and_run(a: dict) -> None:
                      max_num_seqs=seqs, max_num_batched_tokens=batched, max_model_len=max_len,
                      prefix_caching=a["prefix_caching"], shared_prefix_tokens=shared_tokens,
                      shared_prefix_groups=groups, seed=seed, opts=opts, trace=trace, usd_per_gpu_hour=price,
-                     kv_compression=comp)
+                     kv_compression=comp, router=a["router"], replica_of=replica_of)
     from kvcalc.serve.bench_report import bench_result
 
     from kvcalc.out import progress

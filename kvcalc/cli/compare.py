@@ -9,7 +9,7 @@ from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt,
 from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineInputOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
                                       OutputOpt, PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt,
                                       SinkOpt, SkipBadOpt, TierCapacityOpt, TierCopiesOpt, TierLinkOpt, TiersOpt,
-                                      TraceBlockOpt, TraceCapacityOpt, TraceOpt, TtftOpt, WarmOpt, WindowOpt, WorkloadOpt)
+                                      TraceBlockOpt, TraceCapacityOpt, TraceFormatOpt, TraceOpt, TtftOpt, WarmOpt, WindowOpt, WorkloadOpt)
 
 
 def compare(
@@ -19,7 +19,7 @@ def compare(
     decode_tokens_per_s: DecodeOpt = None, warm: WarmOpt = None, attention_flops: AttnOpt = None, ttft_model: TtftOpt = None,
     pd_link: PdLinkOpt = None, pd_overlap_us: PdOverlapOpt = None, requests: RequestsOpt = None, context: ContextOpt = None, output_tokens: OutputOpt = None,
     shared_prefix: SharedOpt = None, trace: TraceOpt = None, capacity: TraceCapacityOpt = None,
-    block_tokens: TraceBlockOpt = None, skip_bad: SkipBadOpt = False, kv_dtype: KvDtypeOpt = None,
+    block_tokens: TraceBlockOpt = None, trace_format: TraceFormatOpt = "auto", skip_bad: SkipBadOpt = False, kv_dtype: KvDtypeOpt = None,
     mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None, mtp: MtpOpt = False, weights_dtype: WeightsDtypeOpt = None,
     engine: EngineOpt = None, engine_input: EngineInputOpt = None, fmt: FormatOpt = "table",
     check: CheckOpt = None, explain: ExplainOpt = False,
@@ -74,7 +74,7 @@ def compare(
         if value:
             check_positive(value, flag, allow_zero=True, limit=MAX_TOKENS)
     traced = trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output_tokens,
-                         shared_prefix, warm)
+                         shared_prefix, warm, trace_format)
     if replicas is not None or router != "round-robin":
         from kvcalc.out.errors import InputError
         from kvcalc.trace.replicas import MAX_REPLICAS, check_replicas
@@ -99,7 +99,7 @@ def compare(
 
             raise InputError("--tiers: needs --trace FILE, and takes --tier-capacity instead of --capacity")
         req = parse_request(trace, tiers, tier_capacity, tier_link, traced[1], tier_copies, skip_bad, sink_tokens,
-                            window_tokens)
+                            window_tokens, trace_format=traced[2])
         from kvcalc.out import progress
 
         inp = resolve(scenario, o)
@@ -120,8 +120,8 @@ def compare(
 
     from kvcalc.out import progress
 
-    spec, block = traced
+    spec, block, kind = traced
     inp = resolve(scenario, o)
     with progress.shown("C's LRU replay"):
-        result = trace_compare_result(inp, trace, spec, block, skip_bad, replicas, router)
+        result = trace_compare_result(inp, trace, spec, block, skip_bad, replicas, router, kind)
     emit(result, fmt, check, explain)

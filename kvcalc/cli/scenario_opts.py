@@ -33,9 +33,10 @@ ContextOpt = Annotated[Optional[str], typer.Option("--context", "-c", help=f"con
 OutputOpt = Annotated[Optional[int], typer.Option("--output-tokens", help=f"output tokens per request (default 500; at most {MAX_TOKENS:,})", rich_help_panel=W)]
 SharedOpt = Annotated[Optional[list[str]], typer.Option("--shared-prefix", help="TOKENS[:GROUPS] shared prefix segment (repeatable, nested in order; GROUPS at most --requests)", rich_help_panel=W)]
 T = "Request trace (instead of the workload)"
-TraceOpt = Annotated[Optional[str], typer.Option("--trace", help="JSONL request trace (Mooncake format): its requests replace the workload; C prefix-tree reuses what an LRU prefix cache held for each request, A lru (no prefix reuse) nothing", show_default=False, rich_help_panel=T)]
+TraceOpt = Annotated[Optional[str], typer.Option("--trace", help="request trace with hash ids (Mooncake JSONL, full-block JSONL, kv-cache-tester JSON; .gz/.zst too; see --trace-format): its requests replace the workload; C prefix-tree reuses what an LRU prefix cache held for each request, A lru (no prefix reuse) nothing", show_default=False, rich_help_panel=T)]
 TraceCapacityOpt = Annotated[Optional[str], typer.Option("--capacity", help="the LRU prefix cache for C: tokens (3m = 3,000,000), bytes (80GB, via the model's KV block) or inf (default: inf)", show_default=False, rich_help_panel=T)]
-TraceBlockOpt = Annotated[Optional[int], typer.Option("--block-tokens", help=f"tokens per hash id in the trace (default 512; at most {MAX_BLOCK_TOKENS:,})", show_default=False, rich_help_panel=T)]
+TraceBlockOpt = Annotated[Optional[int], typer.Option("--block-tokens", help=f"tokens per hash id in the trace (default: the trace's own block_size (kv-cache-tester), else 512; at most {MAX_BLOCK_TOKENS:,})", show_default=False, rich_help_panel=T)]
+TraceFormatOpt = Annotated[str, typer.Option("--trace-format", help="auto (by content) | mooncake | full-blocks | kv-cache-tester (see kvcalc trace --trace-format; the lengths-only CSVs have no hash ids to replay: kvcalc bench --trace reads them)", rich_help_panel=T)]
 SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="skip and count bad trace lines instead of stopping", rich_help_panel=T)]
 TiersOpt = Annotated[Optional[str], typer.Option("--tiers", help="with --trace: replay A and C through exclusive tiers, fastest first: hbm,dram,ssd", show_default=False, rich_help_panel=T)]
 TierCapacityOpt = Annotated[Optional[list[str]], typer.Option("--tier-capacity", help="tier=VALUE, bytes (dram=1TB) or tokens (ssd=200m); default: hbm = KV budget after weights, dram/ssd from the hardware preset", show_default=False, rich_help_panel=T)]
@@ -90,15 +91,16 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
                      weights_dtype=check_weights_dtype(weights_dtype))
 
 
-def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm):
-    """Validate the --trace flags -> (capacity spec, block tokens) or None without --trace (InputError naming the
-    flag)."""
+def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm,
+                trace_format="auto"):
+    """Validate the --trace flags -> (capacity spec, block tokens, format) or None without --trace (InputError
+    naming the flag); the block size defaults to the trace's own (kv-cache-tester), else 512."""
     from kvcalc.out.errors import InputError
     from kvcalc.out.units import check_positive
 
     if trace is None:
         for flag, value in (("--capacity", capacity), ("--block-tokens", block_tokens),
-                            ("--skip-bad", skip_bad or None)):
+                            ("--skip-bad", skip_bad or None), ("--trace-format", None if trace_format == "auto" else 1)):
             if value is not None:
                 raise InputError(f"{flag}: only with --trace FILE")
         return None
@@ -109,8 +111,11 @@ def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, con
                          "as the trace runs)")
     if block_tokens is not None:
         check_positive(block_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
-    from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS
+    from kvcalc.trace.formats import resolve_format, trace_block_tokens
     from kvcalc.trace.report import parse_capacity
 
-    return (parse_capacity(capacity if capacity is not None else "inf", "--capacity"),
-            block_tokens or DEFAULT_BLOCK_TOKENS)
+    spec = parse_capacity(capacity if capacity is not None else "inf", "--capacity")
+    kind = resolve_format(trace, trace_format)
+    block = trace_block_tokens(trace, kind, block_tokens)
+    check_positive(block, "--block-tokens", limit=MAX_BLOCK_TOKENS)
+    return spec, block, kind

@@ -17,7 +17,7 @@ POLICY_NAMES = {"lru": "LRU", "fifo": "FIFO", "lfu": "LFU", "s3fifo": "S3-FIFO"}
 
 def trace(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="trace file, read as a stream (.gz too): Mooncake JSONL (one "
+    file: Annotated[Path, typer.Argument(help="trace file, read as a stream (.gz and .zst too, told by their magic bytes): Mooncake JSONL (one "
                                          "{timestamp (ms), input_length, output_length, hash_ids} per line), "
                                          "full-block hash JSONL, kv-cache-tester JSON; see --trace-format",
                                          show_default=False)],
@@ -176,10 +176,8 @@ def trace(
                             ("--plot", plot), ("--policy", policy != "lru")):
             if given:
                 raise InputError(f"{flag}: not with --tiers (tiers are LRU; give their sizes with --tier-capacity)")
-        if kind not in ("mooncake", "jsonl"):
-            raise InputError(f"--tiers: reads Mooncake JSONL traces only; {file} is {kind}")
         req = parse_request(str(file), tiers, tier_capacity, tier_link, block_tokens, tier_copies, skip_bad,
-                            curve=tier_curve, curve_points=curve_points)
+                            curve=tier_curve, curve_points=curve_points, trace_format=kind)
         cost_inputs = resolve(scenario, overrides(model=model, hardware=hardware, gpus=gpus, kv_options=opts,
                                                   engine=engine, engine_sets=engine_input))
         from kvcalc.out import progress

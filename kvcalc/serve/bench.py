@@ -62,6 +62,8 @@ class BenchSpec:
     opts: att.KvOptions = att.KvOptions()
     output_lens: Optional[tuple] = None   # measured per-request output lengths (early EOS), else output_len
     trace: Optional[object] = None        # scheduler.Requests read from a trace
+    router: str = "round-robin"           # how requests are spread over the dp replicas (the name, for the report)
+    replica_of: Optional[object] = None   # each request's replica (int array, in the requests' order); None: every dp-th
     usd_per_gpu_hour: Optional[float] = None
     kv_compression: Optional[float] = None  # the article's section-11 what-if: KV stored and read / FACTOR
     started: bool = False                 # the run is known to have started: its pool held max_model_len
@@ -148,14 +150,17 @@ def _floor(pool, spec: BenchSpec, max_len: int):
     return pool
 
 
-def _split(req, dp: int, r: int):
-    """Replica r's share of the requests (every dp-th)."""
+def _split(req, dp: int, r: int, replica_of=None):
+    """Replica r's share of the requests: every dp-th, or those ``replica_of`` (one replica per request) gives it."""
+    import numpy as np
+
     from kvcalc.serve.scheduler import Requests
 
     if dp == 1:
         return req
-    keys = req.keys[r::dp] if req.keys is not None else None
-    return Requests(req.send_s[r::dp], req.prompt[r::dp], req.output[r::dp], keys, req.key_tokens)
+    at = slice(r, None, dp) if replica_of is None else np.flatnonzero(np.asarray(replica_of) == r)
+    keys = None if req.keys is None else (req.keys[at] if replica_of is None else [req.keys[i] for i in at.tolist()])
+    return Requests(req.send_s[at], req.prompt[at], req.output[at], keys, req.key_tokens)
 
 
 def simulate_spec(spec: BenchSpec):
@@ -173,7 +178,7 @@ def simulate_spec(spec: BenchSpec):
         sch = replace(sch, max_concurrency=max(1, sch.max_concurrency // spec.dp))
     req = requests_of(spec)
     _check_lengths(req, spec)
-    runs = [simulate(sm, pool, _split(req, spec.dp, r), sch) for r in range(spec.dp)]
+    runs = [simulate(sm, pool, _split(req, spec.dp, r, spec.replica_of), sch) for r in range(spec.dp)]
     return metrics(runs, spec), runs, sm, pool, sch
 
 

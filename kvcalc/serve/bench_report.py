@@ -22,6 +22,39 @@ COLUMNS = (
 )
 
 
+REPLICA_COLUMNS = (
+    Column("replica", "replica", "text"), Column("requests", "requests", "int"),
+    Column("input_tokens", "input tokens", "int"), Column("cached_tokens", "cached tokens", "int"),
+    Column("hit_rate", "hit rate", "percent"), Column("load_share", "load share", "percent"),
+    Column("mean_ttft_ms", "mean TTFT ms", "float"), Column("load_imbalance", "load imbalance", "float"),
+)
+
+
+def replica_rows(runs) -> list[dict]:
+    """Per replica and ``all``: requests, prompt tokens [tokens], tokens read from the prefix cache [tokens], hit
+    rate = cached / input, load share = the replica's share of the input, mean TTFT [ms] (None for a replica
+    without requests); on ``all``, load imbalance = the busiest replica's input / the mean (1.0 = even)."""
+    import numpy as np
+
+    inputs = [int(np.sum(r.prompt)) for r in runs]
+    total = sum(inputs)
+    rows = []
+    for i, (r, n_in) in enumerate(zip(runs, inputs)):
+        ttft = (r.first_s - r.send_s) * 1e3
+        rows.append({"replica": str(i), "requests": len(r.prompt), "input_tokens": n_in,
+                     "cached_tokens": r.cached_tokens, "hit_rate": r.cached_tokens / n_in if n_in else 0.0,
+                     "load_share": n_in / total if total else 0.0,
+                     "mean_ttft_ms": float(np.mean(ttft)) if len(ttft) else None, "load_imbalance": None})
+    cached = sum(r.cached_tokens for r in runs)
+    ttft_all = np.concatenate([(r.first_s - r.send_s) * 1e3 for r in runs])
+    mean = total / len(runs)
+    rows.append({"replica": "all", "requests": len(ttft_all), "input_tokens": total, "cached_tokens": cached,
+                 "hit_rate": cached / total if total else 0.0, "load_share": 1.0 if total else 0.0,
+                 "mean_ttft_ms": float(np.mean(ttft_all)) if len(ttft_all) else None,
+                 "load_imbalance": max(inputs) / mean if mean else 1.0})
+    return rows
+
+
 def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
     """Simulate ``spec`` and build the Result every output format renders."""
     row, runs, sm, pool, sch = simulate_spec(spec)
@@ -35,7 +68,7 @@ def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
               "max_num_batched_tokens": sch.max_num_batched_tokens, "enable_prefix_caching": spec.prefix_caching,
               "shared_prefix_tokens": spec.shared_prefix_tokens, "shared_prefix_groups": spec.shared_prefix_groups,
               "seed": spec.seed, "kv_pool_blocks": pool.num_blocks, "block_size": pool.block_size,
-              "compute_dtype": sm.math_dtype}
+              "compute_dtype": sm.math_dtype, "router": spec.router}
     main_row = {c.key: row[c.key] for c in COLUMNS}
     main_row |= {k: row[k] for k in ("preemptions", "steps", "cached_tokens", "peak_running")}
     plural = "s" if spec.dp > 1 else ""
@@ -51,8 +84,22 @@ def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
         out_notes.append(f"prefix caching: {row['cached_tokens']:,} prompt tokens read from the cache, not "
                          "prefilled (cached blocks are kept for the whole run and still counted in each request's "
                          "blocks)")
+    extra = ()
+    if spec.dp > 1:
+        from kvcalc.out.units import fmt_percent
+
+        reps = replica_rows(runs)
+        extra = (Table("replicas", f"Per replica ({spec.router} routing)", REPLICA_COLUMNS, tuple(reps)),)
+        how = ("every dp-th request" if spec.router == "round-robin" else
+               f"{spec.router} routing, decided by replaying the requests in send order through one unlimited "
+               f"prefix cache per replica (kvcalc trace --router's rules; load = prompt tokens routed so far)")
+        out_notes.append(f"replicas: {how}; " + "; ".join(
+            f"{r['replica']}: {r['requests']:,} requests, {fmt_percent(r['hit_rate'])} of {r['input_tokens']:,} "
+            f"input tokens cached, load share {fmt_percent(r['load_share'])}" for r in reps[:-1][:16])
+            + ("; ..." if len(reps) > 17 else "") + f"; load imbalance {reps[-1]['load_imbalance']:.3f} "
+            f"(busiest replica's input / the mean), {fmt_percent(reps[-1]['hit_rate'])} cached in all")
     return Result(command="bench", inputs=inputs,
-                  main=Table("bench", "Predicted `vllm bench serve` result", COLUMNS, (main_row,)),
+                  main=Table("bench", "Predicted `vllm bench serve` result", COLUMNS, (main_row,)), extra=extra,
                   explain=LazyLines(lambda: explain_lines(sm, row, spec, sch)), notes=tuple(out_notes) + tuple(notes))
 
 

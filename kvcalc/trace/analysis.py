@@ -50,13 +50,10 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
         raise InputError(f"policy: the one-pass capacity profile exists for lru only, not {policy!r}")
     for capacity in capacities_tokens:
         capacity_blocks_for(capacity, block_tokens)
-    from kvcalc.trace.formats import open_trace
+    from kvcalc.trace.formats import open_replay_trace
     from kvcalc.trace.lean import LeanEngine, answers_lean
 
-    reader = open_trace(path, block_tokens, skip_bad, trace_format, progress)
-    if getattr(reader, "lengths_only", False):
-        raise InputError(f"{path}: a lengths-only trace ({reader.kind}: arrivals and lengths, no hash ids): nothing "
-                         f"to replay through a cache; the serving model reads it (kvcalc bench --trace)")
+    reader = open_replay_trace(path, block_tokens, skip_bad, trace_format, progress)
     if sample_rate is not None:
         from kvcalc.trace.engine import Tee
         from kvcalc.trace.sampled import SampledLruEngine

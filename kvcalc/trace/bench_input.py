@@ -1,32 +1,52 @@
-"""A trace as the requests of ``kvcalc bench``: arrivals, lengths and prefix blocks (Mooncake JSONL).
+"""A trace as the requests of ``kvcalc bench``: arrivals, lengths and prefix blocks, in every trace format.
 
-Send time = timestamp - the first timestamp [s]; prompt = input_length and output = output_length (at least one
+Send time = timestamp - the first timestamp [s]; prompt = input length and output = output length (at least one
 token each: a request that asks for nothing still prefills and samples once); the prompt's block keys are its
-``hash_ids`` (an equal id at the same position = an equal prefix up to that block; ``block_tokens`` tokens each,
-512 in Mooncake's traces), which the scheduler's prefix cache matches when prefix caching is on. At most
-``limit`` requests are read (in file order, sorted by time).
+hash ids (an equal id at the same position = an equal prefix up to that block; ``block_tokens`` tokens each),
+which the scheduler's prefix cache matches when prefix caching is on. Formats (:mod:`kvcalc.trace.formats`):
+Mooncake JSONL (``ceil(input / B)`` ids, 512-token blocks), full-block hash JSONL and kv-cache-tester JSON
+(``floor(input / B)`` ids: the partial last block has none, so it is never read from the cache; kv-cache-tester's
+own ``block_size``), and the lengths-only CSVs (Azure LLM inference, BurstGPT: arrivals and lengths, no keys, so
+nothing is reused). Plain, gzip or Zstandard. At most ``limit`` requests are read (in file order, then sorted by
+time).
 """
 
 from __future__ import annotations
 
-from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, read_trace
 
-
-def trace_requests(path: str, limit: int | None = None, block_tokens: int = DEFAULT_BLOCK_TOKENS):
-    """scheduler.Requests of the first ``limit`` requests of the trace at ``path``."""
+def trace_requests(path: str, limit: int | None = None, block_tokens: int | None = None,
+                   trace_format: str = "auto"):
+    """scheduler.Requests of the first ``limit`` requests of the trace at ``path`` (``block_tokens``: None = the
+    trace's own (kv-cache-tester), else 512; ``trace_format``: see :mod:`kvcalc.trace.formats`)."""
     import numpy as np
 
     from kvcalc.serve.scheduler import Requests
+    from kvcalc.trace.formats import read_requests, trace_block_tokens
 
+    block_tokens = trace_block_tokens(path, trace_format, block_tokens)
     send, prompt, output, keys = [], [], [], []
-    for r in read_trace(path, block_tokens):
+    for r in read_requests(path, trace_format, block_tokens):
         send.append(r.timestamp_ms / 1e3)
         prompt.append(max(1, r.input_length))
         output.append(max(1, r.output_length))
-        keys.append(tuple(r.hash_ids))
+        keys.append(r.hash_ids)
         if limit is not None and len(send) >= limit:
             break
     order = np.argsort(np.asarray(send), kind="stable")
     t = np.asarray(send)[order]
+    lengths_only = not any(keys)  # no hash ids at all (a lengths-only CSV): nothing for a prefix cache to match
     return Requests(t - t[0], np.asarray(prompt, dtype=np.int64)[order], np.asarray(output, dtype=np.int64)[order],
-                    [keys[i] for i in order.tolist()], block_tokens)
+                    None if lengths_only else [keys[i] for i in order.tolist()], block_tokens)
+
+
+def route_requests(requests, replicas: int, router: str):
+    """The replica [0, replicas) of each of ``requests`` (scheduler.Requests, in send order) behind ``router``
+    (:mod:`kvcalc.trace.replicas`: the trace replay's routers, each replica's cache unlimited as the serving
+    model's prefix cache is, a replica's load the prompt tokens routed to it so far); int64 array."""
+    import numpy as np
+
+    from kvcalc.trace.replicas import ReplicaEngine
+
+    keys = requests.keys if requests.keys is not None else [()] * len(requests.prompt)
+    engine = ReplicaEngine(replicas, None, requests.key_tokens, "lru", router)
+    return np.asarray(engine.assignments(zip(keys, requests.prompt.tolist())), dtype=np.int64)

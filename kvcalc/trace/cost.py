@@ -54,6 +54,7 @@ class TraceMixes:
     peak_cached_blocks: int  # [blocks]
     skipped_lines: int
     first_problem: Optional[str]
+    trace_format: str = "mooncake"  # the format the trace was read as (kvcalc.trace.engine.format_read)
 
 
 def _mix(counts: Counter, cache_tokens: int) -> RequestMix:
@@ -67,11 +68,13 @@ def _mix(counts: Counter, cache_tokens: int) -> RequestMix:
 
 
 def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: int = DEFAULT_BLOCK_TOKENS,
-                skip_bad: bool = False, replicas: Optional[int] = None, router: str = "round-robin") -> TraceMixes:
+                skip_bad: bool = False, replicas: Optional[int] = None, router: str = "round-robin",
+                trace_format: str = "mooncake") -> TraceMixes:
     """Stream the trace once, measuring each request's LRU reuse at ``capacity_tokens`` [tokens] (None =
     infinite) -> mixes. Nothing is kept per request beyond one engine chunk: slices are counted as chunks end.
     With ``replicas``: each request's reuse on the replica ``router`` sends it to, each replica an LRU cache of
-    ``capacity_tokens`` (:mod:`kvcalc.trace.replicas`); C's cache is then the replicas' peaks together."""
+    ``capacity_tokens`` (:mod:`kvcalc.trace.replicas`); C's cache is then the replicas' peaks together.
+    ``trace_format``: any hash-id format of :mod:`kvcalc.trace.formats` (``auto`` detects it)."""
     lru: Counter = Counter()
     tree: Counter = Counter()
 
@@ -83,14 +86,16 @@ def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: 
     capacity_blocks = capacity_blocks_for(capacity_tokens, block_tokens)
     if replicas is not None:
         from kvcalc.trace.engine import run_pass
-        from kvcalc.trace.formats import open_trace
+        from kvcalc.trace.formats import open_replay_trace
         from kvcalc.trace.replicas import ReplicaEngine
 
         engine = ReplicaEngine(replicas, capacity_tokens, block_tokens, "lru", router, on_request=lambda n, out, hit:
                                count(n, min(hit * block_tokens, n), out))
-        reader = open_trace(path, block_tokens, skip_bad)
+        reader = open_replay_trace(path, block_tokens, skip_bad, trace_format)
+        from kvcalc.trace.engine import format_read
+
         r = run_pass(reader, engine, block_tokens)[1].total
-        first_problem = reader.first_problem
+        first_problem, read = reader.first_problem, format_read(reader)
     else:
         import numpy as np
 
@@ -101,20 +106,22 @@ def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: 
             for input_length, cached, output in zip(chunk.inputs.tolist(), reused.tolist(), chunk.outputs):
                 count(input_length, cached, output)
 
-        analysis = analyze_trace(path, [capacity_tokens], block_tokens, "lru", skip_bad, sink=sink)
+        analysis = analyze_trace(path, [capacity_tokens], block_tokens, "lru", skip_bad, sink=sink,
+                                 trace_format=trace_format)
         r = analysis.results[0]
-        first_problem = analysis.first_problem
+        first_problem, read = analysis.first_problem, analysis.trace_format
     if r.input_tokens == 0:
         raise InputError(f"{path}: the trace's requests have no input tokens: nothing to prefill or reuse")
     peak = r.peak_cached_blocks
     return TraceMixes(lru=_mix(lru, 0), prefix_tree=_mix(tree, peak * block_tokens), capacity_tokens=capacity_tokens,
                       block_tokens=block_tokens, requests=r.requests, input_tokens=r.input_tokens,
                       reused_tokens=r.reused_tokens, peak_cached_blocks=peak, skipped_lines=r.skipped_lines,
-                      first_problem=first_problem)
+                      first_problem=first_problem, trace_format=read)
 
 
 def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DEFAULT_BLOCK_TOKENS,
-                         skip_bad: bool = False, replicas: Optional[int] = None, router: str = "round-robin"):
+                         skip_bad: bool = False, replicas: Optional[int] = None, router: str = "round-robin",
+                         trace_format: str = "mooncake"):
     """``kvcalc compare --trace``: A vs C on the scenario's model and hardware with the trace's requests.
 
     ``inp`` is the resolved scenario (cost.CostInputs); ``capacity`` a trace_report.CapacitySpec (tokens, bytes
@@ -127,7 +134,7 @@ def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DE
 
     block = block_bytes_of(inp.model_name, inp.model, block_tokens, inp.kv_options)
     cap = resolve_capacities([capacity], block_tokens, block)[0]
-    m = trace_mixes(path, cap.tokens, block_tokens, skip_bad, replicas, router)
+    m = trace_mixes(path, cap.tokens, block_tokens, skip_bad, replicas, router, trace_format)
     name = Path(path).name
     cap_text = "infinite" if cap.tokens is None else f"{cap.spec.text} = {fmt_count(cap.tokens)} tokens"
     if replicas is not None:
@@ -162,7 +169,8 @@ def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DE
         notes.append(f"replicas: each request reuses what its replica's cache held; the scenario's node is still "
                      f"the one whose time and cost are counted for all {m.requests:,} requests")
     inputs = result.inputs | {"trace": str(path), "capacity": cap.spec.text,
-                              "capacity_tokens": cap.tokens, "block_tokens": block_tokens, "skip_bad": skip_bad}
+                              "capacity_tokens": cap.tokens, "block_tokens": block_tokens, "skip_bad": skip_bad,
+                              "trace_format": m.trace_format}
     if replicas is not None:
         inputs |= {"replicas": replicas, "router": router}
     return dataclasses.replace(result, inputs=inputs, notes=result.notes + tuple(notes),

@@ -18,8 +18,10 @@ Formats (``--trace-format``; ``auto`` tells them apart by content):
 
 Every reader has the interface of :class:`~kvcalc.trace.reader.TraceReader` (``signed_batches``, ``batches``,
 ``records``, iteration as :class:`TraceRequest`, ``requests``, ``skipped_lines``, ``first_problem``), so every
-engine reads every format. Compressed input: ``.gz`` (or gzip's magic bytes) is streamed with the standard
-library, in every format.
+engine reads every format. Compressed input, in every format: gzip (the standard library) and Zstandard (the
+optional ``zstandard`` package, extra ``kvcalc[zstd]``), told by their magic bytes and streamed
+(:func:`kvcalc.trace.reader.open_stream`). :func:`open_replay_trace` is the reader of every cache replay: it
+refuses the lengths-only formats, which only ``kvcalc bench --trace`` reads (:mod:`kvcalc.trace.bench_input`).
 
 This module computes; it never prints.
 """
@@ -37,6 +39,7 @@ from kvcalc.out.errors import InputError
 from kvcalc.trace.reader import (_INT64_MAX, _INT64_MIN, DEFAULT_BLOCK_TOKENS, MAX_IDS_PER_LINE, MAX_TIMESTAMP_MS,
                                  ReaderViews, TraceReader, TraceRequest, _short, check_block_tokens,
                                  open_stream)
+from kvcalc.trace.compression import read_all
 
 FORMATS = ("auto", "mooncake", "full-blocks", "kv-cache-tester", "azure-csv", "burstgpt-csv")
 LENGTHS_ONLY = ("azure-csv", "burstgpt-csv")
@@ -147,7 +150,7 @@ def _document(path: Path) -> dict:
     stream, raw = open_stream(path)
     with raw, stream:
         try:
-            data = stream.read(MAX_DOCUMENT_BYTES + 1)
+            data = read_all(stream, MAX_DOCUMENT_BYTES + 1)
         except (OSError, EOFError) as exc:
             raise InputError(f"{path}: cannot read ({exc})") from None
     if len(data) > MAX_DOCUMENT_BYTES:
@@ -339,6 +342,17 @@ def open_trace(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_
     if kind == "kv-cache-tester":
         return KvCacheTesterReader(path, block_tokens, skip_bad, progress)
     return LengthsCsvReader(path, block_tokens, skip_bad, progress, kind)
+
+
+def open_replay_trace(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False,
+                      trace_format: str = "mooncake", progress: Callable[[int], None] | None = None):
+    """:func:`open_trace` for a cache replay: a lengths-only trace (no hash ids) is an InputError saying that
+    the serving model (``kvcalc bench --trace``) reads it."""
+    reader = open_trace(path, block_tokens, skip_bad, trace_format, progress)
+    if reader.lengths_only:
+        raise InputError(f"{path}: a lengths-only trace ({reader.kind}: arrivals and lengths, no hash ids): nothing "
+                         f"to replay through a cache; the serving model reads it (kvcalc bench --trace)")
+    return reader
 
 
 def read_requests(path: str | Path, trace_format: str = "auto", block_tokens: int | None = None,

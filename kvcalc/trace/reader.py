@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from kvcalc.out import progress
 from kvcalc.out.errors import InputError
+from kvcalc.trace.compression import decompressed
 
 DEFAULT_BLOCK_TOKENS = 512
 _INT64_MIN = -(2**63)
@@ -216,7 +217,7 @@ class ReaderViews:
 
 
 class TraceReader(ReaderViews):
-    """Streaming iterable of :class:`TraceRequest` from a JSONL trace file (plain or gzip-compressed).
+    """Streaming iterable of :class:`TraceRequest` from a JSONL trace file (plain, gzip or Zstandard).
 
     Iterating reads the file line by line. Errors are :class:`InputError` with one line
     ``FILE:LINE: problem``; with ``skip_bad`` bad lines are counted in ``skipped_lines`` (the first problem is
@@ -227,10 +228,12 @@ class TraceReader(ReaderViews):
     has an id and can be reused), ``floor`` (full blocks only: the partial last block has no id, so it is
     always a miss), or None: the first line whose input is not a whole number of blocks decides, and every
     line must then follow it (``rule`` holds the decision). ``progress``, if given, is called with the bytes
-    of the file read so far (compressed bytes for a ``.gz`` file) after each piece.
+    of the file read so far (compressed bytes for a compressed file) after each piece.
     A line longer than :data:`MAX_LINE_BYTES` or with more than :data:`MAX_IDS_PER_LINE` ids is refused with
     its line number (the former even with ``skip_bad``: it is never read whole).
     """
+
+    lengths_only = False  # hash ids on every line (the CSV readers of kvcalc.trace.formats have none)
 
     def __init__(self, path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False,
                  rule: str | None = "ceil", progress: Callable[[int], None] | None = None):
@@ -362,15 +365,15 @@ def open_binary(path: Path, what: str, watched: bool = True):
 
 
 def open_stream(path: Path, watched: bool = True):
-    """(decompressed binary stream, raw file) of ``path``, the raw file telling the bytes read: gzip when the
-    file says so (a ``.gz`` suffix or gzip's magic bytes), streamed by the standard library; ``watched``: see
+    """(decompressed binary stream, raw file) of ``path``, the raw file telling the bytes read: plain, gzip or
+    Zstandard, told by the magic bytes (:func:`kvcalc.trace.compression.decompressed`). ``watched``: see
     :func:`open_binary` (not for a format's detection, which reads only the first lines)."""
     raw = open_binary(path, "trace file", watched)
-    if path.suffix == ".gz" or raw.peek(2)[:2] == b"\x1f\x8b":
-        import gzip
-
-        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
-    return raw, raw
+    try:
+        return decompressed(path, raw), raw
+    except BaseException:
+        raw.close()
+        raise
 
 
 def _pieces(handle) -> Iterator[bytes]:

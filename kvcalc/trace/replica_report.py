@@ -16,7 +16,7 @@ from kvcalc.out.errors import InputError
 from kvcalc.out.results import Column, Result, Table
 from kvcalc.out.units import fmt_count, fmt_percent
 from kvcalc.trace.engine import Tee, format_read, run_pass
-from kvcalc.trace.formats import open_trace
+from kvcalc.trace.formats import open_replay_trace
 from kvcalc.trace.lean import LeanEngine
 from kvcalc.trace.replicas import ReplicaSet, check_replicas
 from kvcalc.trace.report import (TRACE_COLUMNS, TraceInputs, block_bytes_of, check_inputs, resolve_capacities,
@@ -41,9 +41,7 @@ def replica_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = 
         raise InputError("--curve: not with --replicas (give --capacity values: each replica's cache)")
     block = block_bytes_of(model[0], model[1], inp.block_tokens, opts) if model else None
     given = resolve_capacities(inp.capacities, inp.block_tokens, block)
-    reader = open_trace(inp.path, inp.block_tokens, inp.skip_bad, inp.trace_format)
-    if getattr(reader, "lengths_only", False):
-        raise InputError(f"{inp.path}: a lengths-only trace: no hash ids to route or replay")
+    reader = open_replay_trace(inp.path, inp.block_tokens, inp.skip_bad, inp.trace_format)
     cluster = ReplicaSet([c.tokens for c in given], inp.replicas, inp.block_tokens, inp.policy, inp.router)
     stats, (by_capacity, single) = run_pass(reader, Tee(cluster, LeanEngine([None], inp.block_tokens)),
                                             inp.block_tokens)

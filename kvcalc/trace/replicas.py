@@ -102,6 +102,17 @@ class ReplicaEngine:
             if hear is not None:
                 hear(r.input_length, r.output_length, hit)
 
+    def assignments(self, requests: Sequence[tuple[Sequence[int], int]]) -> list[int]:
+        """The replica of each (hash ids, input length [tokens]) request, routed and replayed in order as
+        :meth:`add_records` does (``kvcalc bench --trace --router`` splits its requests by this)."""
+        caches, load, out = self.caches, self.load, []
+        for hash_ids, input_length in requests:
+            i = self.route(hash_ids)
+            caches[i].add(hash_ids, input_length)
+            load[i] += input_length
+            out.append(i)
+        return out
+
     def finish(self, skipped_lines: int = 0) -> ReplicaResult:
         parts = tuple(c.finish(skipped_lines) for c in self.caches)
         first = parts[0]

@@ -22,7 +22,8 @@ AXES = {
     "gpus": sw.AxisDef("int", "int", bound="gpus"), "replicas": sw.AxisDef("int", "int", bound="replicas"),
     "router": sw.choice(*ROUTERS), **sw.LAYOUT_AXES,
 }
-DEFAULTS = {"block-tokens": 512, "policy": "lru", "gpus": 8, "replicas": 1, "router": "round-robin"}
+# block-tokens None: the trace's own (kv-cache-tester's block_size), else 512, as kvcalc trace reads it
+DEFAULTS = {"block-tokens": None, "policy": "lru", "gpus": 8, "replicas": 1, "router": "round-robin"}
 # What replaying costs per byte of trace [s/B], measured on the Mooncake trace (1.1 MB, 3,993 requests) and ten
 # copies of it (11 MB) on a loaded 2-core machine, rounded up: FIFO replays every capacity on its own (~130 ns/B
 # per point: 50 capacities of the 1.1 MB trace in 7.9 s; LFU and S3-FIFO too, priced as FIFO), LRU serves all capacities from one pass (~20 ns/B per
@@ -75,10 +76,18 @@ def trace_points(settings: list[dict]) -> list[list[dict]]:
     from kvcalc.model import catalog
     from kvcalc.trace.report import TraceInputs, trace_result
 
+    from kvcalc.trace.formats import trace_block_tokens
+
     groups: dict[tuple, list[int]] = {}
+    settings = [dict(s) for s in settings]
+    blocks: dict[tuple, int] = {}  # (file, block-tokens given) -> block size: each file is looked at once
     for p, s in enumerate(settings):
         if "file" not in s:
             raise InputError("sweep trace: give the trace with --set file=PATH (or --vary file=A,B)")
+        given = (s["file"], s.get("block-tokens"))
+        if given not in blocks:
+            blocks[given] = trace_block_tokens(s["file"], "auto", s.get("block-tokens"))
+        s["block-tokens"] = blocks[given]
         key = (s["file"], s["block-tokens"], s["policy"], s.get("model"), s["replicas"], s["router"],
                *(s.get(k) for k in sw.LAYOUT_AXES))
         groups.setdefault(key, []).append(p)

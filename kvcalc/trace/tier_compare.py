@@ -95,6 +95,7 @@ class Replayed:
     skipped_lines: int
     peak_pinned: dict[str, int]  # blocks pinned at once, per strategy [blocks]
     c_peak_held: int
+    trace_format: str = "mooncake"  # the format the trace was read as (kvcalc.trace.engine.format_read)
 
 
 class TierCounter:
@@ -117,7 +118,8 @@ def replay_both(path: str, req: TierRequest, inp: CostInputs, tiers: list[Tier],
                 per_token_s: float, progress=None) -> Replayed:
     """One streaming read of the trace feeds A (the one-pass engine, or with sink/window pins a PinnedTiers
     released at once) and C's event-heap replay."""
-    from kvcalc.trace.reader import read_trace
+    from kvcalc.trace.engine import format_read
+    from kvcalc.trace.formats import open_replay_trace
     from kvcalc.trace.refcount import PinnedTiers, lru_step, replay_pinned
     from kvcalc.trace.tiers import PROGRESS_EVERY, TieredLruEngine
 
@@ -152,7 +154,7 @@ def replay_both(path: str, req: TierRequest, inp: CostInputs, tiers: list[Tier],
         c_count.add(a.tier_blocks, a.tier_tokens)
         return c_timer.serve(r.timestamp_ms / 1000.0, r.input_length, r.output_length, a.tier_blocks, a.tier_tokens)
 
-    reader = read_trace(path, req.block_tokens, req.skip_bad)
+    reader = open_replay_trace(path, req.block_tokens, req.skip_bad, req.trace_format)
     for _ in replay_pinned(fed(reader), cache, req.block_tokens, finish):
         pass
     if engine is not None:
@@ -169,7 +171,7 @@ def replay_both(path: str, req: TierRequest, inp: CostInputs, tiers: list[Tier],
     return Replayed({"lru": a_hits, "prefix-tree": c_count.hits(names, caps)},
                     {"lru": a_timer, "prefix-tree": c_timer}, arrivals, inputs, sum(inputs), reader.skipped_lines,
                     {"lru": a_cache.peak_pinned if a_cache else 0, "prefix-tree": cache.peak_pinned},
-                    cache.peak_present)
+                    cache.peak_present, format_read(reader))
 
 
 def _mix(used: Counter):
@@ -290,6 +292,7 @@ def tier_compare_result(inp: CostInputs, req: TierRequest, progress=None) -> Res
         notes.append(f"--skip-bad: skipped {rep.skipped_lines:,} bad line(s)")
     inputs = {"trace": str(req.path), "tiers": list(req.tiers), "tier_capacity": dict(req.capacities),
               "tier_link": dict(req.links), "block_tokens": req.block_tokens, "copies": req.copies,
+              "trace_format": rep.trace_format,
               "model": inp.model_name, "hardware": inp.hardware_name, "gpus": inp.gpus,
               "mfu_prefill": inp.mfu_prefill, "decode_tokens_per_s": inp.decode_tokens_per_s,
               "queue_model": QUEUE_MODEL, "pd_link": inp.pd_link_name, "sink_tokens": req.sink_tokens,

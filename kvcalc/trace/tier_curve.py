@@ -31,7 +31,7 @@ import numpy as np
 from kvcalc.out.errors import InputError
 from kvcalc.trace.lru_curve import DEFAULT_CHUNK_ACCESSES, INF_DEPTH, LruProfile, LruStackEngine
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest
-from kvcalc.trace.tiers import (TIER_ORDER, TierHits, check_tier_blocks, feed_trace, own_depths_in_bins,
+from kvcalc.trace.tiers import (TIER_ORDER, TierHits, check_tier_blocks, feed_trace_read, own_depths_in_bins,
                                 tier_upper_bounds)
 
 
@@ -45,6 +45,7 @@ class TierCurve:
     points: tuple[tuple[Optional[int], ...], ...]  # tier capacities per point [blocks], fastest first
     hits: tuple[tuple[TierHits, ...], ...]  # per point, per tier
     profile: LruProfile
+    trace_format: str = "mooncake"  # the format the trace was read as (kvcalc.trace.engine.format_read)
 
 
 class TierCurveEngine(LruStackEngine):
@@ -137,10 +138,14 @@ def tier_curve_of_requests(requests: Iterable[TraceRequest], points: Sequence[Se
 
 def tier_curve(path: str | Path, points: Sequence[Sequence[Optional[int]]], names: Sequence[str] = TIER_ORDER,
                block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False,
-               progress: Optional[Callable[[int], None]] = None) -> TierCurve:
-    """Tier curve of a trace file, in one streaming pass (``progress`` as :func:`kvcalc.trace.tiers.tiered_profile`)."""
+               progress: Optional[Callable[[int], None]] = None, trace_format: str = "mooncake") -> TierCurve:
+    """Tier curve of a trace file, in one streaming pass (``progress`` and ``trace_format`` as
+    :func:`kvcalc.trace.tiers.tiered_profile`)."""
+    from dataclasses import replace
+
     engine = TierCurveEngine(block_tokens, points)
-    return engine.finish_curve(names[:len(points[0])], feed_trace(engine, path, skip_bad, progress))
+    skipped, read = feed_trace_read(engine, path, skip_bad, progress, trace_format)
+    return replace(engine.finish_curve(names[:len(points[0])], skipped), trace_format=read)
 
 
 def vary_tier(capacity_blocks: Sequence[Optional[int]], tier: int, values_blocks: Sequence[int]) -> list[list]:

@@ -51,6 +51,7 @@ class TierRequest:
     curve_tier: Optional[str] = None  # --tier-curve: the tier whose capacity varies (the others fixed)
     curve_values: tuple[str, ...] = ()  # its capacities as written (bytes or tokens); () = the default grid
     curve_points: int = DEFAULT_TIER_CURVE_POINTS  # points of the default grid
+    trace_format: str = "mooncake"  # any hash-id format of kvcalc.trace.formats ("auto" or "jsonl": by content)
 
 
 def node_of(inp: CostInputs, block_tokens: int) -> TierNode:
@@ -117,7 +118,7 @@ def tier_trace_result(req: TierRequest, inp: CostInputs, progress=None) -> Resul
     tiers = resolve_tiers(node, list(req.tiers), dict(req.capacities), dict(req.links))
     block, per_token_bytes, per_token_s = tier_figures(inp, node)
     profile = tiered_profile(req.path, [t.capacity_blocks for t in tiers], [t.name for t in tiers],
-                             req.block_tokens, req.skip_bad, progress=progress)
+                             req.block_tokens, req.skip_bad, progress=progress, trace_format=req.trace_format)
     rows = tier_rows(profile.tiers, profile.profile.input_tokens, req.block_tokens, tiers, block, per_token_bytes,
                      per_token_s, req.copies)
     summary = summary_row(profile, rows)
@@ -143,6 +144,7 @@ def tier_trace_result(req: TierRequest, inp: CostInputs, progress=None) -> Resul
                          f"({fmt_percent(r['input_share'])} of input)")
     inputs = {"file": str(req.path), "tiers": list(req.tiers), "tier_capacity": dict(req.capacities),
               "tier_link": dict(req.links), "block_tokens": req.block_tokens, "copies": req.copies,
+              "trace_format": profile.trace_format,
               "model": inp.model_name, "hardware": inp.hardware_name, "gpus": inp.gpus,
               "block_bytes": block, "kv_bytes_per_token": per_token_bytes, "prefill_s_per_token": per_token_s,
               "skip_bad": req.skip_bad}
@@ -152,7 +154,7 @@ def tier_trace_result(req: TierRequest, inp: CostInputs, progress=None) -> Resul
 def parse_request(path: str, tiers: str, capacity: Optional[list[str]], link: Optional[list[str]],
                   block_tokens: int, copies: str, skip_bad: bool, sink_tokens: int = 0,
                   window_tokens: int = 0, curve: Optional[str] = None,
-                  curve_points: Optional[int] = None) -> TierRequest:
+                  curve_points: Optional[int] = None, trace_format: str = "mooncake") -> TierRequest:
     """Command-line text -> TierRequest (InputError naming the flag and tier)."""
     from kvcalc.out.errors import InputError
     from kvcalc.trace.tier_cost import COPY_MODES, parse_tier_map, parse_tier_names
@@ -168,7 +170,7 @@ def parse_request(path: str, tiers: str, capacity: Optional[list[str]], link: Op
     curve_tier, values = parse_tier_curve(curve, curve_points, names)
     return TierRequest(path, tuple(names), tuple(caps.items()), tuple(links.items()), block_tokens, copies, skip_bad,
                        sink_tokens, window_tokens, curve_tier, values,
-                       DEFAULT_TIER_CURVE_POINTS if curve_points is None else curve_points)
+                       DEFAULT_TIER_CURVE_POINTS if curve_points is None else curve_points, trace_format)
 
 
 def parse_tier_curve(text: Optional[str], points: Optional[int], names: list[str]) -> tuple[Optional[str], tuple]:
@@ -226,7 +228,7 @@ def tier_curve_result(req: TierRequest, inp: CostInputs, progress=None) -> Resul
     varied = tiers[k]
     values = tier_curve_blocks(req, varied, block)
     curve = tier_curve(req.path, vary_tier([t.capacity_blocks for t in tiers], k, values), list(req.tiers),
-                       req.block_tokens, req.skip_bad, progress)
+                       req.block_tokens, req.skip_bad, progress, req.trace_format)
     rows, configured = [], []
     for v, hits in zip(values, curve.hits):
         at = [replace(varied, capacity_blocks=v, capacity_bytes=v * block,
@@ -262,6 +264,7 @@ def tier_curve_result(req: TierRequest, inp: CostInputs, progress=None) -> Resul
              "slower than its prefill; prefill saved: prefill avoided - load time, over the tiers that load"]
     inputs = {"file": str(req.path), "tiers": list(req.tiers), "tier_capacity": dict(req.capacities),
               "tier_link": dict(req.links), "block_tokens": req.block_tokens, "copies": req.copies,
+              "trace_format": curve.trace_format,
               "tier_curve": req.curve_tier, "tier_curve_values": list(req.curve_values) or None,
               "curve_points": None if req.curve_values else req.curve_points,
               "model": inp.model_name, "hardware": inp.hardware_name, "gpus": inp.gpus, "block_bytes": block,

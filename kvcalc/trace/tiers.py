@@ -36,7 +36,7 @@ import numpy as np
 from kvcalc.out.errors import InputError
 from kvcalc.trace.lru_curve import (DEFAULT_CHUNK_ACCESSES, INF_DEPTH, LruProfile, LruStackEngine,
                                     count_prefix_at_least)
-from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
+from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, TraceRequest
 
 PROGRESS_EVERY = 1000  # requests between progress callbacks
 TIER_ORDER = ("hbm", "dram", "ssd")  # fastest first; demotion runs left to right
@@ -63,6 +63,7 @@ class TieredProfile:
     profile: LruProfile  # the one LRU stack: profile.at(summed capacity) == the tiers' hits summed
     request_hit_blocks: Optional[np.ndarray] = None  # [requests, tiers] int64, with keep_requests
     request_hit_tokens: Optional[np.ndarray] = None  # [requests, tiers] int64, with keep_requests
+    trace_format: str = "mooncake"  # the format the trace was read as (kvcalc.trace.engine.format_read)
 
     @property
     def total_capacity_blocks(self) -> Optional[int]:
@@ -224,27 +225,40 @@ def tiered_profile_of_requests(requests: Iterable[TraceRequest], capacity_blocks
 
 def tiered_profile(path: str | Path, capacity_blocks: Sequence[Optional[int]], names: Sequence[str] = TIER_ORDER,
                    block_tokens: int = DEFAULT_BLOCK_TOKENS, skip_bad: bool = False, keep_requests: bool = False,
-                   progress: Optional[Callable[[int], None]] = None) -> TieredProfile:
+                   progress: Optional[Callable[[int], None]] = None, trace_format: str = "mooncake") -> TieredProfile:
     """Tiered LRU replay of a trace file, in one streaming pass (see the module doc).
 
     ``progress(requests read)`` is called about every :data:`PROGRESS_EVERY` requests when given (per batch of
-    lines read, rounded down to a multiple of it).
+    lines read, rounded down to a multiple of it). ``trace_format``: any hash-id format of
+    :mod:`kvcalc.trace.formats` (``auto`` detects it).
     """
+    from dataclasses import replace
+
     engine = TieredLruEngine(block_tokens, capacity_blocks, keep_requests=keep_requests)
-    skipped = feed_trace(engine, path, skip_bad, progress)
-    return engine.finish_tiers(names[:len(capacity_blocks)], skipped)
+    skipped, read = feed_trace_read(engine, path, skip_bad, progress, trace_format)
+    return replace(engine.finish_tiers(names[:len(capacity_blocks)], skipped), trace_format=read)
 
 
 def feed_trace(engine: LruStackEngine, path: str | Path, skip_bad: bool = False,
-               progress: Optional[Callable[[int], None]] = None) -> int:
-    """Stream a trace file into an engine, calling ``progress(requests read)`` about every
-    :data:`PROGRESS_EVERY` requests (per batch of lines, rounded down to a multiple of it); returns the
-    skipped lines."""
-    reader = read_trace(path, engine.block_tokens, skip_bad)
+               progress: Optional[Callable[[int], None]] = None, trace_format: str = "mooncake") -> int:
+    """Stream a trace file (any hash-id format, :func:`kvcalc.trace.formats.open_replay_trace`) into an engine,
+    calling ``progress(requests read)`` about every :data:`PROGRESS_EVERY` requests (per batch of lines,
+    rounded down to a multiple of it); returns the skipped lines."""
+    return feed_trace_read(engine, path, skip_bad, progress, trace_format)[0]
+
+
+def feed_trace_read(engine: LruStackEngine, path: str | Path, skip_bad: bool = False,
+                    progress: Optional[Callable[[int], None]] = None,
+                    trace_format: str = "mooncake") -> tuple[int, str]:
+    """:func:`feed_trace`, returning (skipped lines, the format read: :func:`kvcalc.trace.engine.format_read`)."""
+    from kvcalc.trace.engine import format_read
+    from kvcalc.trace.formats import open_replay_trace
+
+    reader = open_replay_trace(path, engine.block_tokens, skip_bad, trace_format)
     reported = 0
     for records, _ in reader.batches():
         engine.add_records(records)
         if progress is not None and engine.requests - reported >= PROGRESS_EVERY:
             reported = engine.requests - engine.requests % PROGRESS_EVERY
             progress(reported)
-    return reader.skipped_lines
+    return reader.skipped_lines, format_read(reader)
