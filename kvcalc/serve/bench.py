@@ -65,6 +65,8 @@ class BenchSpec:
     usd_per_gpu_hour: Optional[float] = None
     kv_compression: Optional[float] = None  # the article's section-11 what-if: KV stored and read / FACTOR
     started: bool = False                 # the run is known to have started: its pool held max_model_len
+    pool: Optional[object] = None         # a scheduler.Pool given by the caller (cost/compare's KV budget), else
+                                          # the engine's own sizing
 
     @property
     def gpus(self) -> int:
@@ -119,6 +121,10 @@ def pool_and_limits(spec: BenchSpec):
         pool = _floor(Pool(num_blocks=int(s["kv_cache_tokens"]), block_size=1, batched_tokens=chunk), spec, max_len)
         seqs = spec.max_num_seqs or SGLANG_MAX_RUNNING
         return pool, Scheduling(chunk, seqs, reserve_output=True, **common)
+    if spec.pool is not None:  # the caller's pool (serve/served.py: the cost model's KV budget), vLLM's limits
+        batched = spec.max_num_batched_tokens or cal.vllm_default_max_num_batched_tokens
+        seqs = spec.max_num_seqs or cal.vllm_default_max_num_seqs
+        return replace(spec.pool, batched_tokens=batched), Scheduling(batched, seqs, **common)
     groups = att.resolve_groups(spec.model, spec.opts)
     if spec.engine == "trtllm":
         batched = spec.max_num_batched_tokens or TRTLLM_MAX_TOKENS
@@ -155,7 +161,7 @@ def _split(req, dp: int, r: int):
     if dp == 1:
         return req
     keys = req.keys[r::dp] if req.keys is not None else None
-    return Requests(req.send_s[r::dp], req.prompt[r::dp], req.output[r::dp], keys, req.key_tokens)
+    return Requests(req.send_s[r::dp], req.prompt[r::dp], req.output[r::dp], keys, req.key_tokens, req.warm_keys)
 
 
 def simulate_spec(spec: BenchSpec):
