@@ -65,8 +65,11 @@ def test_ideal_pool_by_hand():
     assert per_gpu_request_bytes(groups, 1100, 1) == 1100 * 163_840
     pool = served.ideal_pool(inp, groups, 50e9)
     assert pool.block_size == 16 and pool.num_blocks == int(50e9 // (16 * 163_840))  # 19,073
-    half = served.ideal_pool(dataclasses.replace(inp, kv_compression=2.0), groups, 50e9)
-    assert half.num_blocks == int(50e9 // (16 * 163_840 / 2))
+    # --kv-compression 2 (the article's what-if): the same bytes hold twice the blocks, KV read per step halves
+    _, _, info = _strategy(dataclasses.replace(inp, kv_compression=2.0), "lru")
+    _, _, plain = _strategy(inp, "lru")
+    assert info["pool"].num_blocks == int(plain["pool"].num_blocks * 2)
+    assert float(info["sm"].kv_read_bytes(1100)) == 1100 * 163_840 / 2
 
 
 def test_the_run_is_bench_s_run():

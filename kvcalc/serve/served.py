@@ -24,6 +24,11 @@ from __future__ import annotations
 from typing import Optional
 
 KEY_TOKENS = 16  # vLLM's block: prefix caching hits whole blocks
+# what one run may simulate (a few seconds on one core at most: 200,000 requests of 800 + 500 tokens took 15 s),
+# a bigger workload is refused with a pointer to the stated model, never sampled or cut silently
+MAX_SIMULATED_REQUESTS = 100_000
+MAX_PREFILL_STEPS = 10_000        # prompt tokens / max_num_batched_tokens
+MAX_DECODE_TOKENS = 50_000_000    # output tokens of all requests (one numpy cell each)
 
 
 def serving_reason(scenario_name: str, model, decode_given: bool, mfu_given: bool) -> Optional[str]:
@@ -66,6 +71,36 @@ def workload_requests(w, strategy: str, warm: bool):
     return Requests(send, prompt, output, keys, KEY_TOKENS, warm_keys)
 
 
+def check_size(w) -> None:
+    """InputError when the workload is too big to simulate interactively (see the MAX_ constants)."""
+    from kvcalc.out.errors import InputError
+
+    n = sum(c.count for c in w.classes)
+    prompt = sum(c.count * c.context_tokens for c in w.classes)
+    output = sum(c.count * c.output_tokens for c in w.classes)
+    for what, value, limit in (("requests", n, MAX_SIMULATED_REQUESTS),
+                               ("prefill steps", prompt // 8192, MAX_PREFILL_STEPS),
+                               ("output tokens", output, MAX_DECODE_TOKENS)):
+        if value > limit:
+            raise InputError(f"workload: {value:,} {what} is more than the serving model simulates ({limit:,}); "
+                             "give --decode-tokens-per-s (and --mfu-prefill) for the stated model, or fewer requests")
+
+
+def _check_longest_fits(spec) -> None:
+    """InputError when the longest request (prompt + output) cannot hold its KV in the whole pool: the scheduler
+    would preempt and recompute it forever."""
+    from kvcalc.out.errors import InputError
+    from kvcalc.serve.bench import pool_and_limits
+
+    pool = pool_and_limits(spec)[0]
+    blocks = int(pool.num_blocks * (spec.kv_compression or 1.0))
+    longest = int((spec.trace.prompt + spec.trace.output).max())
+    if pool.need_one(longest) > blocks:
+        raise InputError(f"workload: a request of {longest:,} tokens (prompt + output) needs "
+                         f"{pool.need_one(longest):,} KV blocks, more than the whole pool ({blocks:,} blocks of "
+                         f"{pool.block_size} tokens per GPU after the weights); use more GPUs or shorter requests")
+
+
 def ideal_pool(inp, groups, budget_gpu: float):
     """The ideal KV budget as a pool of 16-token blocks (module docstring) -> scheduler.Pool."""
     from kvcalc.memory.capacity import per_gpu_request_bytes
@@ -75,8 +110,6 @@ def ideal_pool(inp, groups, budget_gpu: float):
     final = [(c.count, c.context_tokens + c.output_tokens) for c in w.classes]
     tokens = sum(k * t for k, t in final)
     per_token = sum(k * per_gpu_request_bytes(groups, t, inp.gpus) for k, t in final) / tokens
-    if inp.kv_compression:
-        per_token /= inp.kv_compression
     return Pool(num_blocks=int(budget_gpu // (KEY_TOKENS * per_token)), block_size=KEY_TOKENS)
 
 
@@ -91,7 +124,7 @@ def spec_of(inp, strategy: str, groups, budget_gpu: float):
     link = catalog.load_link(hw.scaleup_link) if hw.scaleup_link and inp.gpus > 1 else None
     req = workload_requests(inp.workload, strategy, inp.warm)
     engine = inp.engine if inp.engine in ("vllm", "sglang") else "vllm"
-    # the ideal pool is given in blocks already compressed; an engine's pool is scaled by simulate_spec
+    # --kv-compression: simulate_spec scales the pool's blocks and the KV each step reads
     pool = ideal_pool(inp, groups, budget_gpu) if inp.engine == "ideal" else None
     spec = BenchSpec(model_name=inp.model_name, model=inp.model, hw_name=inp.hardware_name, hw=hw, link=link,
                      cal=cal, cal_name=cal_name, tp=inp.gpus, engine=engine, num_prompts=len(req.prompt),
@@ -113,7 +146,9 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float) -> tupl
     from kvcalc.out.units import usd_per_hour_to_usd_per_s, usd_per_million
     from kvcalc.serve.bench import simulate_spec
 
+    check_size(inp.workload)
     spec, note = spec_of(inp, strategy, groups, budget_gpu)
+    _check_longest_fits(spec)
     try:
         m, runs, sm, pool, sch = simulate_spec(spec)
     except ValueError as e:
@@ -214,7 +249,7 @@ def explain(inp, rows: list[dict], infos: list[dict]) -> list[str]:
         run = info["run"]
         label = dict(strategies.LABELS)[r["strategy"]]
         out += [f"{label}: {r['requests']:,} requests simulated one by one (none sampled), {run.steps:,} steps, "
-                f"{run.jumps:,} runs of pure decode steps jumped in one call each",
+                f"{run.jumps:,} run(s) of pure decode steps jumped (one numpy call each)",
                 f"  wall = {fmt_seconds(r['wall_time_s'])}; GPU time = {fmt_seconds(r['wall_time_s'])} x "
                 f"{inp.gpus} GPUs = {r['gpu_seconds']:,.1f} GPU-s; step time split by tokens: prefill "
                 f"{fmt_seconds(run.prefill_time_s)}, decode {fmt_seconds(run.decode_time_s)}",
