@@ -39,7 +39,9 @@ def compare(
     outgrows HBM, not a prefix cache (unlike trace's LRU prefix cache). C prefix-tree (a radix tree with reference
     counts) prefills each shared prefix once. JSON and CSV name them lru and prefix-tree.
 
-    With no options: the article's case under the article's own assumptions.
+    With no options: the article's case under the article's own assumptions (its stated 60 tok/s decode). Every
+    other scenario runs the workload through kvcalc bench's scheduler and calibrated step time: TTFT, TPOT,
+    throughput, wall and GPU time, and $/M from that run.
 
     Examples:
 
@@ -50,6 +52,7 @@ def compare(
       kvcalc compare --scenario v4-flash-8xh100 --trace trace.jsonl --capacity 3m
       kvcalc compare --trace trace.jsonl --capacity 3m --replicas 4 --router prefix
       kvcalc compare --scenario v4-flash-8xh100 --pd-link ib-ndr400
+      kvcalc compare --model qwen3-32b --hardware a100-80g --gpus 1 --requests 200 --context 4k --kv-compression 4
 
     With --trace FILE the trace's requests replace the workload: A prefills every input token; C reuses each
     request's measured prefix hits in an LRU cache of --capacity (default inf) with --block-tokens blocks.
