@@ -164,3 +164,47 @@ def test_stated_rates_on_a_scenario_say_so():
     env = run_cli("cost", "--scenario", "v4-flash-8xh100", "--decode-tokens-per-s", "60", "--format", "json").json()
     assert env["results"][0]["decode_tokens_per_s"] == 60
     assert any("not the serving model" in n for n in env["notes"])
+
+
+def test_kv_compression_on_capacity_by_hand():
+    # Qwen3-14B on one H100: 163,840 B per token; 4,096 tokens = 671,088,640 B; / 4 = 167,772,160 B per request.
+    # Budget 80e9 x 0.9 - 29,536,614,400 B of weights = 42,463,385,600 B -> 63 requests, 253 with FACTOR 4
+    def row(*extra):
+        return run_cli("capacity", "-m", "qwen3-14b", "--gpus", "1", *extra, "--format", "json").json()
+    plain, four = row(), row("--kv-compression", "4")
+    assert plain["results"][0]["kv_bytes_per_request"] == 671_088_640
+    assert four["results"][0]["kv_bytes_per_request"] == 671_088_640 / 4
+    assert (plain["results"][0]["max_requests"], four["results"][0]["max_requests"]) == (63, 253)
+    assert four["results"][0]["block_bytes"] == plain["results"][0]["block_bytes"] / 4
+    assert any("unproven hypothesis" in n for n in four["notes"])
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["capacity", "--kv-compression", "0.5"], "--kv-compression"),
+    (["capacity", "--kv-compression", "4", "--engine", "vllm"], "--kv-compression"),
+    (["compare", "--kv-compression", "nan"], "--kv-compression"),
+    (["cost", "--kv-compression", "10001"], "--kv-compression"),
+    (["compare", "--model", "llama-3-70b", "--gpus", "1", "--requests", "4", "--context", "1k"], "workload"),
+    (["compare", "--model", "qwen3-14b", "--requests", "1000000", "--context", "1k"], "workload"),
+])
+def test_bad_serving_inputs_are_one_line(args, flag):
+    r = run_cli(*args)
+    assert r.code == 2 and flag in r.err and "Traceback" not in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_kv_compression_on_compare_stores_less_and_serves_more():
+    # 200 requests of 4K on one A100 with Qwen3-32B: the pool binds, so 4 x the blocks run more at once
+    w = workload([(200, 4096, 100)])
+    plain = _strategy(inputs(w, "qwen3-32b", "a100-80g"), "lru")[0]
+    four = _strategy(inputs(w, "qwen3-32b", "a100-80g", kv_compression=4.0), "lru")[0]
+    assert four["kv_stored_bytes"] == plain["kv_stored_bytes"] / 4
+    assert four["peak_running"] > plain["peak_running"]
+    assert four["output_throughput_tokens_per_s"] > plain["output_throughput_tokens_per_s"]
+
+
+def test_weights_dtype_reaches_the_serving_model():
+    # FP8 weights on an H100: half the bytes read per decode step and FP8 math, so a lower TPOT
+    w = workload([(8, 1000, 50)])
+    bf16 = strategy_row(inputs(w, weights_dtype="bf16"), "lru")[0]
+    fp8 = strategy_row(inputs(w, weights_dtype="fp8"), "lru")[0]
+    assert fp8["tpot_mean_s"] < bf16["tpot_mean_s"]
