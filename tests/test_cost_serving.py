@@ -208,3 +208,14 @@ def test_weights_dtype_reaches_the_serving_model():
     bf16 = strategy_row(inputs(w, weights_dtype="bf16"), "lru")[0]
     fp8 = strategy_row(inputs(w, weights_dtype="fp8"), "lru")[0]
     assert fp8["tpot_mean_s"] < bf16["tpot_mean_s"]
+
+
+def test_c_reuses_a_s_run_when_nothing_is_shared():
+    # no shared segment: prefix caching has no block to hit, so C's run is A's (simulated once, same figures)
+    inp = inputs(workload([(12, 2000, 40)]))
+    a, _, ia = _strategy(inp, "lru")
+    c, _, ic = _strategy(inp, "prefix-tree", None, ia)
+    alone = _strategy(inp, "prefix-tree")[0]
+    assert ic["run"] is ia["run"]
+    for k in ("wall_time_s", "ttft_mean_s", "tpot_mean_s", "usd_per_mtok_blended"):
+        assert c[k] == alone[k] == a[k]

@@ -94,10 +94,10 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
     return _strategy(inp, strategy, mix)[:2]
 
 
-def _strategy(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None = None):
+def _strategy(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None = None, prior=None):
     """:func:`strategy_row` + what the serving model's run was (None on the stated path) -> (row, classes, info).
     The serving model runs the workload's own requests, so a given ``mix`` (a trace replay's) keeps the stated
-    path."""
+    path. ``prior``: A's serving-model info on the same inputs (C reuses its run when nothing is shared)."""
     served = inp.decode_model == "serving" and mix is None
     groups = att.resolve_groups(inp.model, inp.kv_options)
     mix = mix or strategies.workload_mix(inp.workload, strategy, inp.warm)
@@ -163,7 +163,7 @@ def _strategy(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None 
     if served:
         from kvcalc.serve.served import served_row
 
-        row, class_rows, info = served_row(inp, strategy, row, groups, budget_gpu)
+        row, class_rows, info = served_row(inp, strategy, row, groups, budget_gpu, prior)
     if inp.pd_link is not None:
         from kvcalc.move.handoff import handoff_fields
 
@@ -372,7 +372,7 @@ def compare_result(inp: CostInputs, mixes: dict | None = None):
 
     mixes = mixes or {}
     a, ca, ia = _strategy(inp, "lru", mixes.get("lru"))
-    c, cc, ic = _strategy(inp, "prefix-tree", mixes.get("prefix-tree"))
+    c, cc, ic = _strategy(inp, "prefix-tree", mixes.get("prefix-tree"), ia)
     infos = [i for i in (ia, ic) if i]
     cols = served.SERVED_COMPARE_COLUMNS if infos else COMPARE_COLUMNS
     main = Table("compare", f"A vs C on {_workload_title(inp)}: {inp.model_name} on {inp.gpus} x "

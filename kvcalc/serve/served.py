@@ -135,9 +135,11 @@ def spec_of(inp, strategy: str, groups, budget_gpu: float):
     return spec, note
 
 
-def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float) -> tuple[dict, list[dict], dict]:
+def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: Optional[dict] = None
+               ) -> tuple[dict, list[dict], dict]:
     """``row`` (the static figures: tokens, FLOPs, KV) with its times and dollars from the scheduler's run, the
-    per-class TTFT rows, and what the run was (pool, limits, step model, counters) -> (row, class rows, info)."""
+    per-class TTFT rows, and what the run was (pool, limits, step model, counters) -> (row, class rows, info).
+    ``prior``: A's info on the same inputs, whose run C reuses when the workload shares no prefix."""
     import numpy as np
 
     from kvcalc.memory.blocks import paged_bytes_per_token
@@ -148,11 +150,14 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float) -> tupl
 
     check_size(inp.workload)
     spec, note = spec_of(inp, strategy, groups, budget_gpu)
-    _check_longest_fits(spec)
-    try:
-        m, runs, sm, pool, sch = simulate_spec(spec)
-    except ValueError as e:
-        raise InputError(f"{strategy}: {e}") from None
+    if prior is not None and not inp.workload.shared:  # C with no shared segment has nothing to hit: A's run
+        m, runs, sm, pool, sch = prior["simulated"]
+    else:
+        _check_longest_fits(spec)
+        try:
+            m, runs, sm, pool, sch = simulate_spec(spec)
+        except ValueError as e:
+            raise InputError(f"{strategy}: {e}") from None
     r = runs[0]
     ttft = r.first_s - r.send_s
     usd = m["gpu_seconds"] * usd_per_hour_to_usd_per_s(inp.usd_per_gpu_hour)
@@ -186,7 +191,7 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float) -> tupl
                         "ttft_mean_s": float(np.mean(ttft[at:at + c.count]))})
         at += c.count
     info = {"cal_name": spec.cal_name, "note": note, "engine": spec.engine, "pool": pool, "sch": sch, "sm": sm,
-            "run": r, "spec": spec, "metrics": m}
+            "run": r, "spec": spec, "metrics": m, "simulated": (m, runs, sm, pool, sch)}
     return out, classes, info
 
 
