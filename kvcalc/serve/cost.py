@@ -161,9 +161,12 @@ def _strategy(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None 
                    "ttft_mean_s": ttft_sum[label] / ttft_n[label]} for label in mix.labels if ttft_n[label]]
     info = None
     if served:
-        from kvcalc.serve.served import served_row
+        from kvcalc.serve.served import CannotServe, served_row
 
-        row, class_rows, info = served_row(inp, strategy, row, groups, budget_gpu, prior)
+        try:
+            row, class_rows, info = served_row(inp, strategy, row, groups, budget_gpu, prior)
+        except CannotServe as e:  # the stated closed forms, labelled as such (see _notes)
+            row["serving_model_skipped"] = str(e)
     if inp.pd_link is not None:
         from kvcalc.move.handoff import handoff_fields
 
@@ -236,7 +239,10 @@ def _workload_title(inp: CostInputs) -> str:
 
 
 def _inputs_echo(inp: CostInputs, served_info=None) -> dict:
-    return {a["assumption"]: a["value"] for a in assumptions(inp, served_info)} | {
+    """The JSON inputs: every scenario value (the stated rates too, unused on the serving model, so the keys stay
+    the same) plus the serving model's own."""
+    extra = served.assumptions(inp, served_info) if served_info else []
+    return {a["assumption"]: a["value"] for a in assumptions(inp) + extra} | {
         "gpus": inp.gpus, "hardware": inp.hardware_name}
 
 
@@ -258,6 +264,10 @@ def _notes(inp: CostInputs, rows: list[dict], infos: list | None = None) -> list
         notes += served.notes(inp, rows, infos)
     elif inp.decode_model == "stated" and inp.sources.get("decode_model") and inp.scenario_name != "article":
         notes.append(f"decode at {inp.sources['decode_model']}, not the serving model")
+    for r in rows[:1]:
+        if r.get("serving_model_skipped"):
+            notes.append(f"the serving model cannot run this ({r['serving_model_skipped']}): the figures are the "
+                         "stated closed forms (decode at the scenario's stated rate, every request at once)")
     for r in rows:
         if not r["kv_fits"] and infos:
             notes.append(f"{strategies.STRATEGIES[r['strategy']]}: KV of all requests at once "

@@ -25,7 +25,7 @@ from typing import Optional
 
 KEY_TOKENS = 16  # vLLM's block: prefix caching hits whole blocks
 # what one run may simulate (a few seconds on one core at most: 200,000 requests of 800 + 500 tokens took 15 s),
-# a bigger workload is refused with a pointer to the stated model, never sampled or cut silently
+# a bigger workload falls back to the stated closed forms, said in a note (never sampled or cut silently)
 MAX_SIMULATED_REQUESTS = 100_000
 MAX_PREFILL_STEPS = 10_000        # prompt tokens / max_num_batched_tokens
 MAX_DECODE_TOKENS = 50_000_000    # output tokens of all requests (one numpy cell each)
@@ -71,10 +71,13 @@ def workload_requests(w, strategy: str, warm: bool):
     return Requests(send, prompt, output, keys, KEY_TOKENS, warm_keys)
 
 
-def check_size(w) -> None:
-    """InputError when the workload is too big to simulate interactively (see the MAX_ constants)."""
-    from kvcalc.out.errors import InputError
+class CannotServe(Exception):
+    """The serving model cannot run this workload (too big to simulate, or a request larger than the pool): the
+    cost path falls back to the stated closed forms and says why."""
 
+
+def check_size(w) -> None:
+    """CannotServe when the workload is too big to simulate interactively (see the MAX_ constants)."""
     n = sum(c.count for c in w.classes)
     prompt = sum(c.count * c.context_tokens for c in w.classes)
     output = sum(c.count * c.output_tokens for c in w.classes)
@@ -82,23 +85,21 @@ def check_size(w) -> None:
                                ("prefill steps", prompt // 8192, MAX_PREFILL_STEPS),
                                ("output tokens", output, MAX_DECODE_TOKENS)):
         if value > limit:
-            raise InputError(f"workload: {value:,} {what} is more than the serving model simulates ({limit:,}); "
-                             "give --decode-tokens-per-s (and --mfu-prefill) for the stated model, or fewer requests")
+            raise CannotServe(f"{value:,} {what} is more than it simulates ({limit:,})")
 
 
 def _check_longest_fits(spec) -> None:
-    """InputError when the longest request (prompt + output) cannot hold its KV in the whole pool: the scheduler
+    """CannotServe when the longest request (prompt + output) cannot hold its KV in the whole pool: the scheduler
     would preempt and recompute it forever."""
-    from kvcalc.out.errors import InputError
     from kvcalc.serve.bench import pool_and_limits
 
     pool = pool_and_limits(spec)[0]
     blocks = int(pool.num_blocks * (spec.kv_compression or 1.0))
     longest = int((spec.trace.prompt + spec.trace.output).max())
     if pool.need_one(longest) > blocks:
-        raise InputError(f"workload: a request of {longest:,} tokens (prompt + output) needs "
-                         f"{pool.need_one(longest):,} KV blocks, more than the whole pool ({blocks:,} blocks of "
-                         f"{pool.block_size} tokens per GPU after the weights); use more GPUs or shorter requests")
+        raise CannotServe(f"a request of {longest:,} tokens (prompt + output) needs {pool.need_one(longest):,} KV "
+                          f"blocks, more than the whole pool ({blocks:,} blocks of {pool.block_size} tokens per GPU "
+                          "after the weights)")
 
 
 def ideal_pool(inp, groups, budget_gpu: float):
@@ -144,7 +145,6 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: 
 
     from kvcalc.memory.blocks import paged_bytes_per_token
     from kvcalc.move.links import breakeven_bandwidth_bytes_per_s
-    from kvcalc.out.errors import InputError
     from kvcalc.out.units import usd_per_hour_to_usd_per_s, usd_per_million
     from kvcalc.serve.bench import simulate_spec
 
@@ -157,7 +157,7 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: 
         try:
             m, runs, sm, pool, sch = simulate_spec(spec)
         except ValueError as e:
-            raise InputError(f"{strategy}: {e}") from None
+            raise CannotServe(str(e)) from None
     r = runs[0]
     ttft = r.first_s - r.send_s
     usd = m["gpu_seconds"] * usd_per_hour_to_usd_per_s(inp.usd_per_gpu_hour)
