@@ -6,7 +6,8 @@ over steps), measured side by side in one run, on the same requests, with the sa
 
 Cases: 500 requests x 4,000 in / 200 out on 1 x H100 (the issue's "well under a second"), the same with 32
 requests at a time (a client cap), and --big requests x 1,000 in / 200 out (the one-step loop is timed on a
-tenth of them and its rate reported per request).
+tenth of them and its rate reported per request). Then the compare path: ``kvcalc compare``'s core call on the
+serving model beside the stated-rate closed form, for the shipped scenarios.
 """
 
 from __future__ import annotations
@@ -64,7 +65,28 @@ def main() -> int:
         r_fast, r_slow = spec.num_prompts / t_fast, small.num_prompts / t_slow
         print(f"{name:38} {r_fast:>20,.0f} {r_slow:>20,.0f} {r_fast / r_slow:>6.1f}x  {same}"
               f"   ({t_fast:.2f} s for {spec.num_prompts:,}; {run.steps:,} steps, {run.jumps:,} runs)")
+    compare_path()
     return 0
+
+
+def compare_path() -> None:
+    """``kvcalc compare`` on the serving model: the core call (A and C, both simulated) for the shipped
+    non-article scenarios and a derived one, beside the same call on the stated path (--decode-tokens-per-s,
+    the closed form) measured in the same run."""
+    from kvcalc.serve.cost import compare_result
+    from kvcalc.serve.scenario import Overrides, resolve
+
+    print(f"\n{'kvcalc compare (core call, A + C)':52} {'serving model':>14} {'stated rate':>12} {'ratio':>7}")
+    for name, ref, o in (("--scenario v4-flash-8xh100", "v4-flash-8xh100", {}),
+                         ("--scenario v4-flash-pd-ib", "v4-flash-pd-ib", {}),
+                         ("--model llama-3-70b --hardware h200-sxm (article-100)", None,
+                          {"model": "llama-3-70b", "hardware": "h200-sxm"})):
+        served = resolve(ref, Overrides(**o))
+        stated = resolve(ref, Overrides(decode_tokens_per_s=60.0, **o))
+        compare_result(served).rows  # warm the imports
+        t_served, _ = timed(lambda: compare_result(served).rows)
+        t_stated, _ = timed(lambda: compare_result(stated).rows)
+        print(f"{name:52} {t_served * 1e3:>11.0f} ms {t_stated * 1e3:>9.1f} ms {t_served / t_stated:>6.0f}x")
 
 
 if __name__ == "__main__":

@@ -224,6 +224,7 @@ def gen_capacity(g: Gen):
     g.opt("--reserve", ["4GB", "4GiB", "0.5GB", "79GB"], BAD_BYTES, p=0.2)
     g.opt("--attention", ["tp", "dp"], ["", "TP", "pp"], p=0.2)
     g.opt("--weights-dtype", ["bf16", "fp8", "nvfp4"], ["fp7", "", "BF16"], p=0.1)
+    g.opt("--kv-compression", ["1", "4", "10000"], ["0.5", "10001"], p=0.1)
     g.opt("--block-tokens", ["16", "64", "256", str(2**24)])
     g.preset("--link", LINKS, ["edge-link.toml", "tiny-link.toml"], p=0.2)
     g.opt("--bandwidth", ["measured", "theoretical"], ["", "x"], p=0.2)
@@ -307,6 +308,7 @@ def _scenario(g: Gen, strategy: bool, trace: bool):
     g.opt("--gpus", ["1", "8", "64", "1000000"], p=0.25)
     g.opt("--engine", ["vllm", "sglang", "ideal"], ["", "trt"], p=0.15)
     g.opt("--weights-dtype", ["bf16", "fp8", "int4"], ["fp7", ""], p=0.1)
+    g.opt("--kv-compression", ["1", "4", "10000"], ["0.5", "10001"], p=0.1)
     # --engine-input needs --engine (refused without it): given without it only now and then
     for _ in range(g.r.choice([0, 0, 0, 1, 2]) if "--engine" in g.args or g.r.random() < 0.05 else 0):
         g.args += ["--engine-input", g.pick(["weights-memory=14.08GiB", "total-memory=79.19GiB", "block-size=32",
@@ -752,7 +754,8 @@ BOUND_EDGES = {"gpus": ["1", "1000000", "1000001", "0", HUGE], "requests": ["1",
                "price-per-gpu-hour": ["0.01", "10000", "10000.5", "1e308", "5e-324"],
                "decode-tokens-per-s": ["0.001", "0.0005", "1e7", "1e308", "5e-324"],
                "mfu-prefill": ["0.001", "0.0009", "1", "5e-324", "100%", "101%"],
-               "kv-group-size": ["1", str(2**20), str(2**20 + 1)], "kv-residual-tokens": ["0", str(2**40 + 1)],
+               "kv-group-size": ["1", str(2**20), str(2**20 + 1)],
+               "kv-compression": ["1", "0.99", "10000", "10001", "1e400"], "kv-residual-tokens": ["0", str(2**40 + 1)],
                "hbm-utilization": ["0.5", "1", "1.5", "5e-324"], "reserve": ["0", "0GB", "79GB", "1e308GB", "1e400B"],
                "context": ["1", "1m", str(2**40), str(2**40 + 1), "1e400"], "shared-prefix": ["0", "1k", "1e400"],
                "capacity": ["1", "3m", "inf", str(2**50 + 1), "1e400"]}

@@ -28,7 +28,9 @@ def capacity(
     bandwidth: Annotated[str, typer.Option("--bandwidth", help="measured | theoretical link bandwidth")] = "measured",
     kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None,
     state_dtype: StateDtypeOpt = None,
-    mtp: MtpOpt = False, weights_dtype: WeightsDtypeOpt = None, kv_group_size: KvGroupSizeOpt = 32, kv_residual_tokens: KvResidualOpt = 128,
+    mtp: MtpOpt = False, weights_dtype: WeightsDtypeOpt = None,
+    kv_compression: Annotated[Optional[float], typer.Option("--kv-compression", help="what-if (the article's section 11, an unproven hypothesis): KV stored and paged in / FACTOR (1 to 10,000; --engine ideal only)", show_default=False)] = None,
+    kv_group_size: KvGroupSizeOpt = 32, kv_residual_tokens: KvResidualOpt = 128,
     engine: Annotated[str, typer.Option("--engine", help="ideal (the architecture's bytes on datasheet memory) | "
                                         "vllm | sglang (what the engine allocates and logs)", rich_help_panel=E)] = "ideal",
     solve: Annotated[Optional[str], typer.Option("--solve", help="max-model-len | max-concurrency | "
@@ -134,7 +136,10 @@ def capacity(
         gpus=gpus, context_tokens=parse_tokens(context, "--context"),
         hbm_utilization=parse_fraction(hbm_utilization, "--hbm-utilization"),
         reserve_bytes_per_gpu=parse_bytes(reserve, "--reserve") if reserve else 0.0,
-        attention=attention, block_tokens=block_tokens, bandwidth=bandwidth)
+        attention=attention, block_tokens=block_tokens, bandwidth=bandwidth,
+        kv_compression=1.0 if kv_compression is None else check_option("kv-compression", kv_compression))
+    if kv_compression is not None and (engine != "ideal" or solve is not None):
+        raise InputError("--kv-compression: only with --engine ideal (an engine's sizing knows no such format)")
     hw = catalog.load_hardware(hardware)
     link_ref = link or hw.host_link
     from kvcalc.cli.common import weights_dtype as with_dtype

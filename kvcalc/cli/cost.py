@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from kvcalc.cli.common import WeightsDtypeOpt, CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
-from kvcalc.cli.scenario_opts import (AttnOpt, ContextOpt, DecodeOpt, EngineInputOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt, OutputOpt,
+from kvcalc.cli.scenario_opts import (AttnOpt, KvCompressionOpt, ContextOpt, DecodeOpt, EngineInputOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt, OutputOpt,
                                       PdLinkOpt, PdOverlapOpt, PriceOpt, TtftOpt, RequestsOpt, ScenarioOpt, SharedOpt, WarmOpt,
                                       WorkloadOpt)
 
@@ -18,7 +18,7 @@ def cost(
     pd_link: PdLinkOpt = None, pd_overlap_us: PdOverlapOpt = None,
     requests: RequestsOpt = None, context: ContextOpt = None, output_tokens: OutputOpt = None,
     shared_prefix: SharedOpt = None, kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None,
-    indexer_dtype: IndexerDtypeOpt = None, mtp: MtpOpt = False, weights_dtype: WeightsDtypeOpt = None, engine: EngineOpt = None, engine_input: EngineInputOpt = None,
+    indexer_dtype: IndexerDtypeOpt = None, mtp: MtpOpt = False, weights_dtype: WeightsDtypeOpt = None, engine: EngineOpt = None, engine_input: EngineInputOpt = None, kv_compression: KvCompressionOpt = None,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """One strategy on one scenario: prefill tokens and FLOPs, TTFT, KV held, decode speed, $ per M tokens.
@@ -48,5 +48,6 @@ def cost(
                   mfu=mfu_prefill, decode=decode_tokens_per_s, warm=warm, attention=attention_flops,
                   requests=requests, context=context, output=output_tokens, shared=shared_prefix,
                   pd_link=pd_link, pd_overlap_us=pd_overlap_us, ttft_model=ttft_model, engine=engine, engine_sets=engine_input,
-                  kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp), weights_dtype=weights_dtype)
+                  kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp), weights_dtype=weights_dtype,
+                  kv_compression=kv_compression)
     emit(cost_result(resolve(scenario, o), strategy), fmt, check, explain)

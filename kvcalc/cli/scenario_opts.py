@@ -27,6 +27,7 @@ AttnOpt = Annotated[Optional[bool], typer.Option("--attention-flops/--no-attenti
 EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="KV budget: ideal (HBM x utilisation minus weights) | vllm | "
                      "sglang (the engine's KV pool, inputs estimated; see kvcalc capacity --engine)", rich_help_panel=P)]
 EngineInputOpt = Annotated[Optional[list[str]], typer.Option("--engine-input", help="with --engine: a value the engine's start-up log printed, NAME=VALUE (repeatable), NAME one of capacity's engine flags without dashes, e.g. weights-memory=14.08GiB, gpu-memory-utilization=0.9, total-memory=79.19GiB; the rest estimated", show_default=False, rich_help_panel=P)]
+KvCompressionOpt = Annotated[Optional[float], typer.Option("--kv-compression", help="what-if (the article's section 11, an unproven hypothesis): KV stored, read and moved / FACTOR (1 to 10,000)", show_default=False, rich_help_panel=P)]
 W = "Inline workload (instead of --workload)"
 RequestsOpt = Annotated[Optional[int], typer.Option("--requests", help=f"number of requests (1 to {MAX_REQUESTS:,})", rich_help_panel=W)]
 ContextOpt = Annotated[Optional[str], typer.Option("--context", "-c", help=f"context tokens per request (4k = 4,096; at most {MAX_TOKENS:,})", rich_help_panel=W)]
@@ -49,7 +50,7 @@ TierCopiesOpt = Annotated[str, typer.Option("--tier-copies", help="coalesced (on
 def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None, mfu=None, decode=None, warm=None,
               attention=None, requests=None, context=None, output=None, shared=None, pd_link=None,
               pd_overlap_us=None, kv_options=None, ttft_model=None, engine=None, engine_sets=None,
-              weights_dtype=None):
+              weights_dtype=None, kv_compression=None):
     """Validate the flags -> scenario.Overrides (InputError naming the flag)."""
     from kvcalc.cli.common import check_weights_dtype
     from kvcalc.cli.engine_opts import engine_input_sets
@@ -62,7 +63,7 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
 
     # the bounds a sweep axis of the same name shares (units.OPTION_BOUNDS)
     for name, v in (("gpus", gpus), ("price-per-gpu-hour", price), ("decode-tokens-per-s", decode),
-                    ("pd-overlap-us", pd_overlap_us), ("output-tokens", output)):
+                    ("pd-overlap-us", pd_overlap_us), ("output-tokens", output), ("kv-compression", kv_compression)):
         if v is not None:
             check_option(name, v)
     if ttft_model is not None and ttft_model not in TTFT_MODELS:
@@ -88,7 +89,7 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
                      kv_options=kv_options or KvOptions(), pd_link=pd_link,
                      pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None,
                      ttft_model=ttft_model, engine=engine, engine_inputs=engine_input_sets(engine, engine_sets),
-                     weights_dtype=check_weights_dtype(weights_dtype))
+                     weights_dtype=check_weights_dtype(weights_dtype), kv_compression=kv_compression)
 
 
 def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm,

@@ -36,6 +36,7 @@ class CapacityInputs:
     attention: str = "tp"          # tp | dp
     block_tokens: int = 16
     bandwidth: str = "measured"    # measured | theoretical
+    kv_compression: float = 1.0    # the article's section-11 what-if (an unproven hypothesis): KV bytes / FACTOR
 
 
 def per_gpu_request_bytes(groups: list[att.GroupLayout], tokens: int, tp: int) -> float:
@@ -68,14 +69,16 @@ def per_gpu_block_bytes(groups: list[att.GroupLayout], block_tokens: int, align:
 
 
 def capacity_arrays(groups: list[att.GroupLayout], weight_bytes: float, hbm_bytes: float, tokens, gpus,
-                    hbm_utilization, reserve_bytes_per_gpu, attention: str = "tp", block: tuple | None = None) -> dict:
+                    hbm_utilization, reserve_bytes_per_gpu, attention: str = "tp", block: tuple | None = None,
+                    kv_scale: float = 1.0) -> dict:
     """The capacity figures that depend on context, GPUs, utilisation and reserve, for scalars or numpy arrays
     (broadcast together; a sweep passes whole grids, ``capacity_row`` the one-point case) [B, counts].
     ``block`` = (block tokens, page alignment [B], link latency [s], link bandwidth [B/s]) adds each GPU's share
-    of a block and its page-in time, which depend on the GPU count."""
-    kv_request = request_bytes(groups, tokens)
+    of a block and its page-in time, which depend on the GPU count. ``kv_scale`` multiplies every KV byte
+    (1 / --kv-compression)."""
+    kv_request = request_bytes(groups, tokens) * kv_scale
     dp = attention == "dp"
-    kv_request_gpu = per_gpu_request_bytes(groups, tokens, 1 if dp else gpus)
+    kv_request_gpu = per_gpu_request_bytes(groups, tokens, 1 if dp else gpus) * kv_scale
     budget_gpu = hbm_bytes * hbm_utilization - weight_bytes / gpus - reserve_bytes_per_gpu
     fits = budget_gpu > 0
     if dp:
@@ -86,7 +89,7 @@ def capacity_arrays(groups: list[att.GroupLayout], weight_bytes: float, hbm_byte
     paging = {}
     if block is not None:
         block_tokens, align, latency_s, bandwidth = block
-        block_gpu = per_gpu_block_bytes(groups, block_tokens, align, 1 if dp else gpus)
+        block_gpu = per_gpu_block_bytes(groups, block_tokens, align, 1 if dp else gpus) * kv_scale
         paging = {"block_bytes_per_gpu": block_gpu,
                   "block_page_in_s": transfer_time_s(block_gpu, latency_s, bandwidth)}
     return paging | {
@@ -101,7 +104,7 @@ def capacity_arrays(groups: list[att.GroupLayout], weight_bytes: float, hbm_byte
 def capacity_static(name: str, model: ModelPreset, groups: list[att.GroupLayout], hw_name: str,
                     hw: HardwarePreset, link_name: str, link: LinkPreset, inp: CapacityInputs) -> dict:
     """The capacity figures that do not depend on context, GPUs, utilisation or reserve (block, link)."""
-    block_bytes = paged_block_bytes(groups, inp.block_tokens, model.page_align_bytes)
+    block_bytes = paged_block_bytes(groups, inp.block_tokens, model.page_align_bytes) / inp.kv_compression
     bw = link.bandwidth_bytes_per_s(inp.bandwidth)
     return {
         "model": name, "hardware": hw_name, "attention": inp.attention, "hbm_bytes_per_gpu": hw.hbm_bytes,
@@ -124,7 +127,8 @@ def capacity_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset
     groups = att.resolve_groups(model, opts)
     parts = capacity_static(name, model, groups, hw_name, hw, link_name, link, inp) | capacity_arrays(
         groups, model.weight_bytes, hw.hbm_bytes, inp.context_tokens, inp.gpus, inp.hbm_utilization,
-        inp.reserve_bytes_per_gpu, inp.attention, block=page_in_block(model, link, inp))
+        inp.reserve_bytes_per_gpu, inp.attention, block=page_in_block(model, link, inp),
+        kv_scale=1.0 / inp.kv_compression)
     return {k: parts[k] for k in ROW_KEYS}
 
 
@@ -203,4 +207,8 @@ def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, li
               "mtp": opts.mtp}
     if opts.state_dtype:
         inputs["state_dtype"] = opts.state_dtype
+    if inp.kv_compression != 1.0:
+        inputs["kv_compression"] = inp.kv_compression
+        notes.append(f"--kv-compression {inp.kv_compression:g}: the article's unproven hypothesis (its section 11, "
+                     "delta encoding): every KV byte stored and paged in / FACTOR")
     return Result("capacity", inputs, main, (), tuple(lines), tuple(notes))

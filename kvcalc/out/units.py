@@ -81,6 +81,7 @@ OPTION_BOUNDS = {
     "pd-overlap-us": (None, MAX_OVERLAP_US, True),
     "kv-group-size": (None, MAX_KV_GROUP_SIZE, False),
     "kv-residual-tokens": (None, MAX_TOKENS, True),
+    "kv-compression": (1.0, MAX_KV_COMPRESSION, False),  # the article's what-if: a factor >= 1 (1 = none)
     # a GPU's memory as an engine's log states it [B]: 1 MiB to 1 PB (5e-324 B made --solve answer inf)
     "total-memory": (float(MiB), 1e15, False),
     "ttft-p99": (MIN_LATENCY_TARGET_S, MAX_LATENCY_TARGET_S, False),

@@ -67,6 +67,8 @@ class BenchSpec:
     usd_per_gpu_hour: Optional[float] = None
     kv_compression: Optional[float] = None  # the article's section-11 what-if: KV stored and read / FACTOR
     started: bool = False                 # the run is known to have started: its pool held max_model_len
+    pool: Optional[object] = None         # a scheduler.Pool given by the caller (cost/compare's KV budget), else
+                                          # the engine's own sizing
 
     @property
     def gpus(self) -> int:
@@ -121,6 +123,10 @@ def pool_and_limits(spec: BenchSpec):
         pool = _floor(Pool(num_blocks=int(s["kv_cache_tokens"]), block_size=1, batched_tokens=chunk), spec, max_len)
         seqs = spec.max_num_seqs or SGLANG_MAX_RUNNING
         return pool, Scheduling(chunk, seqs, reserve_output=True, **common)
+    if spec.pool is not None:  # the caller's pool (serve/served.py: the cost model's KV budget), vLLM's limits
+        batched = spec.max_num_batched_tokens or cal.vllm_default_max_num_batched_tokens
+        seqs = spec.max_num_seqs or cal.vllm_default_max_num_seqs
+        return replace(spec.pool, batched_tokens=batched), Scheduling(batched, seqs, **common)
     groups = att.resolve_groups(spec.model, spec.opts)
     if spec.engine == "trtllm":
         batched = spec.max_num_batched_tokens or TRTLLM_MAX_TOKENS
@@ -160,7 +166,9 @@ def _split(req, dp: int, r: int, replica_of=None):
         return req
     at = slice(r, None, dp) if replica_of is None else np.flatnonzero(np.asarray(replica_of) == r)
     keys = None if req.keys is None else (req.keys[at] if replica_of is None else [req.keys[i] for i in at.tolist()])
-    return Requests(req.send_s[at], req.prompt[at], req.output[at], keys, req.key_tokens)
+    handed = None if req.handed is None else np.asarray(req.handed)[at]
+    return Requests(req.send_s[at], req.prompt[at], req.output[at], keys, req.key_tokens, handed=handed,
+                    warm_keys=req.warm_keys)
 
 
 def simulate_spec(spec: BenchSpec):

@@ -25,7 +25,7 @@ from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
 from kvcalc.model.workload_schema import WorkloadPreset
 from kvcalc.move.links import breakeven_bandwidth_bytes_per_s
 from kvcalc.out.units import SECONDS_PER_HOUR, usd_per_hour_to_usd_per_s, usd_per_million
-from kvcalc.serve import compute, sharing, strategies
+from kvcalc.serve import compute, served, sharing, strategies
 from kvcalc.serve.ttft import TTFT_MODELS, ttft_by_slice
 
 
@@ -59,6 +59,8 @@ class CostInputs:
     engine_inputs: Optional[object] = None  # an EngineInputs: --engine-input values read from a log (else estimated)
     ttft_model: str = "processor-sharing"  # processor-sharing | fcfs | even-split (serve/ttft.py)
     scenario_name: str = ""               # the scenario the assumptions come from (named in the assumptions)
+    decode_model: str = "stated"          # stated: decode_tokens_per_s and MFU; serving: serve/served.py's run
+    kv_compression: Optional[float] = None  # the article's section-11 what-if: KV stored, read, moved / FACTOR
 
 
 def kv_budget_bytes_per_gpu(inp: CostInputs, groups) -> float:
@@ -78,6 +80,8 @@ def roofline_decode_tokens_per_s(inp: CostInputs, groups, mix: strategies.Reques
     flops = n * 2.0 * m.params_active
     weights_read = min(m.params_total, n * m.params_active) * m.mean_weight_bytes_per_param
     kv_read = sum(s.count * read_bytes(groups, s.context_tokens + s.output_tokens // 2) for s in mix.slices)
+    if inp.kv_compression:  # the section-11 what-if: every step reads 1 / FACTOR of the KV
+        kv_read /= inp.kv_compression
     t_compute, t_memory = compute.decode_step_s(flops, weights_read + kv_read, inp.gpus, inp.peak_flops_per_gpu,
                                                 inp.mfu_decode, hw.hbm_bandwidth_bytes_per_s,
                                                 inp.hbm_bandwidth_utilization)
@@ -87,6 +91,14 @@ def roofline_decode_tokens_per_s(inp: CostInputs, groups, mix: strategies.Reques
 def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None = None
                  ) -> tuple[dict, list[dict]]:
     """The raw figures of one strategy -> (row, per-class rows). ``mix`` defaults to the workload's."""
+    return _strategy(inp, strategy, mix)[:2]
+
+
+def _strategy(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None = None, prior=None):
+    """:func:`strategy_row` + what the serving model's run was (None on the stated path) -> (row, classes, info).
+    The serving model runs the workload's own requests, so a given ``mix`` (a trace replay's) keeps the stated
+    path. ``prior``: A's serving-model info on the same inputs (C reuses its run when nothing is shared)."""
+    served = inp.decode_model == "serving" and mix is None
     groups = att.resolve_groups(inp.model, inp.kv_options)
     mix = mix or strategies.workload_mix(inp.workload, strategy, inp.warm)
     sl = mix.slices
@@ -114,7 +126,8 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
     prefix_bytes = (sharing.segment_bytes(groups, mix.segments) if mix.segments
                     else mix.prefix_cache_tokens * paged)
     extra_bytes = prefix_bytes * mix.extra_cache_tokens / mix.prefix_cache_tokens if mix.prefix_cache_tokens else 0.0
-    kv_stored = kv_all - saved + extra_bytes
+    kvs = 1.0 / inp.kv_compression if inp.kv_compression else 1.0  # the section-11 what-if, else 1
+    kv_stored = (kv_all - saved + extra_bytes) * kvs
     share = sum(s.count * per_gpu_request_bytes(groups, s.context_tokens, inp.gpus) for s in sl) / kv_all
     budget_gpu = kv_budget_bytes_per_gpu(inp, groups)
     kv_gpu = kv_stored * share
@@ -131,7 +144,7 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
         "prefill_flops": flops, "prefill_time_s": prefill_s,
         "ttft_mean_s": sum(ttft_sum.values()) / n,
         "ttft_max_s": max(t_max for _, t_max in ttfts),
-        "kv_stored_bytes": kv_stored, "prefix_cache_bytes": prefix_bytes,
+        "kv_stored_bytes": kv_stored, "prefix_cache_bytes": prefix_bytes * kvs,
         "kv_stored_bytes_per_gpu": kv_gpu, "kv_budget_bytes_per_gpu": budget_gpu,
         "kv_spill_bytes_per_gpu": max(0.0, kv_gpu - budget_gpu), "kv_fits": kv_gpu <= budget_gpu,
         "decode_tokens_per_s": tps, "decode_tokens_per_s_roofline": roof,
@@ -141,16 +154,24 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
         "usd_per_mtok_input": usd_per_million(prefill_usd, input_tokens),
         "usd_per_mtok_output": usd_per_million(decode_usd, output_tokens) if output_tokens else None,
         "usd_per_mtok_blended": usd_per_million(prefill_usd + decode_usd, input_tokens + output_tokens),
-        "breakeven_bandwidth_bytes_per_s": breakeven_bandwidth_bytes_per_s(paged, per_token_s),
-        "kv_handoff_bytes": kv_all - saved,
+        "breakeven_bandwidth_bytes_per_s": breakeven_bandwidth_bytes_per_s(paged * kvs, per_token_s),
+        "kv_handoff_bytes": (kv_all - saved) * kvs,
     }
+    class_rows = [{"strategy": strategy, "class": label, "requests": ttft_n[label],
+                   "ttft_mean_s": ttft_sum[label] / ttft_n[label]} for label in mix.labels if ttft_n[label]]
+    info = None
+    if served:
+        from kvcalc.serve.served import CannotServe, served_row
+
+        try:
+            row, class_rows, info = served_row(inp, strategy, row, groups, budget_gpu, prior)
+        except CannotServe as e:  # the stated closed forms, labelled as such (see _notes)
+            row["serving_model_skipped"] = str(e)
     if inp.pd_link is not None:
         from kvcalc.move.handoff import handoff_fields
 
         row |= handoff_fields(row, inp.pd_link_name, inp.pd_link, inp.pd_overlap_s)
-    class_rows = [{"strategy": strategy, "class": label, "requests": ttft_n[label],
-                   "ttft_mean_s": ttft_sum[label] / ttft_n[label]} for label in mix.labels if ttft_n[label]]
-    return row, class_rows
+    return row, class_rows, info
 
 
 COST_COLUMNS = (
@@ -167,11 +188,18 @@ COMPARE_COLUMNS = tuple(c for c in COST_COLUMNS if c[0] not in ("usd_per_mtok_in
 DELTA_KEYS = ("prefill_tokens", "reused_tokens", "prefill_flops", "prefill_time_s", "ttft_mean_s", "ttft_max_s",
               "kv_stored_bytes", "gpu_seconds", "usd_per_mtok_input", "usd_per_mtok_output", "usd_per_mtok_blended")
 DELTA_KINDS = {"prefill_tokens": "int", "reused_tokens": "int", "prefill_flops": "flops", "kv_stored_bytes": "bytes",
-               "gpu_seconds": "float"}
+               "gpu_seconds": "float", "output_throughput_tokens_per_s": "float"}
 
 
-def assumptions(inp: CostInputs) -> list[dict]:
-    """Every assumption of the scenario with its value (raw) and where it came from."""
+STATED_ONLY = ("peak_flops_per_gpu", "mfu_prefill", "decode_tokens_per_s", "ttft")  # unused by the serving model
+
+
+def assumptions(inp: CostInputs, served_info=None) -> list[dict]:
+    """Every assumption of the scenario with its value (raw) and where it came from; ``served_info`` (the serving
+    model's run) replaces the stated rates with the run's own."""
+    if served_info:
+        return [a for a in assumptions(inp) if a["assumption"] not in STATED_ONLY] + served.assumptions(
+            inp, served_info)
     s = inp.sources
     return [
         {"assumption": "scenario", "value": inp.scenario_name or "given inputs",
@@ -210,26 +238,42 @@ def _workload_title(inp: CostInputs) -> str:
     return inp.workload_title or inp.workload.display_name
 
 
-def _inputs_echo(inp: CostInputs) -> dict:
-    return {a["assumption"]: a["value"] for a in assumptions(inp)} | {"gpus": inp.gpus, "hardware": inp.hardware_name}
+def _inputs_echo(inp: CostInputs, served_info=None) -> dict:
+    """The JSON inputs: every scenario value (the stated rates too, unused on the serving model, so the keys stay
+    the same) plus the serving model's own."""
+    extra = served.assumptions(inp, served_info) if served_info else []
+    return {a["assumption"]: a["value"] for a in assumptions(inp) + extra} | {
+        "gpus": inp.gpus, "hardware": inp.hardware_name}
 
 
-def _assumption_table(inp: CostInputs):
+def _assumption_table(inp: CostInputs, served_info=None):
     from kvcalc.out.results import Column, Table
 
     return Table("assumptions", "Assumptions and where they come from",
                  (Column("assumption", "assumption", "text"), Column("value", "value", "auto"),
                   Column("source", "source", "text")),
-                 tuple({"kind": "text", **a} for a in assumptions(inp)))
+                 tuple({"kind": "text", **a} for a in assumptions(inp, served_info)))
 
 
-def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
+def _notes(inp: CostInputs, rows: list[dict], infos: list | None = None) -> list[str]:
     from kvcalc.model.kv import context_notes
     from kvcalc.out.units import fmt_bytes
 
     notes = context_notes(inp.model_name, inp.model, [c.context_tokens for c in inp.workload.classes])
+    if infos:
+        notes += served.notes(inp, rows, infos)
+    elif inp.decode_model == "stated" and inp.sources.get("decode_model") and inp.scenario_name != "article":
+        notes.append(f"decode at {inp.sources['decode_model']}, not the serving model")
+    for r in rows[:1]:
+        if r.get("serving_model_skipped"):
+            notes.append(f"the serving model cannot run this ({r['serving_model_skipped']}): the figures are the "
+                         "stated closed forms (decode at the scenario's stated rate, every request at once)")
     for r in rows:
-        if not r["kv_fits"]:
+        if not r["kv_fits"] and infos:
+            notes.append(f"{strategies.STRATEGIES[r['strategy']]}: KV of all requests at once "
+                         f"({fmt_bytes(r['kv_stored_bytes_per_gpu'])} per GPU) exceeds the budget "
+                         f"({fmt_bytes(r['kv_budget_bytes_per_gpu'])} per GPU): the scheduler queues and preempts")
+        elif not r["kv_fits"]:
             notes.append(f"{strategies.STRATEGIES[r['strategy']]}: KV ({fmt_bytes(r['kv_stored_bytes_per_gpu'])} per GPU) exceeds the "
                          f"{'HBM' if inp.engine == 'ideal' else inp.engine + ' KV pool'} budget ({fmt_bytes(r['kv_budget_bytes_per_gpu'])} per GPU): "
                          f"{fmt_bytes(r['kv_spill_bytes_per_gpu'])} per GPU spills to DRAM/SSD")
@@ -249,9 +293,11 @@ def _notes(inp: CostInputs, rows: list[dict]) -> list[str]:
     return notes
 
 
-def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
+def _explain(inp: CostInputs, rows: list[dict], infos: list | None = None) -> list[str]:
     from kvcalc.out.units import fmt_count, fmt_flops, fmt_rate, fmt_seconds, fmt_usd
 
+    if infos:
+        return served.explain(inp, rows, infos)
     node = inp.gpus * inp.peak_flops_per_gpu * inp.mfu_prefill
     head = compute.embedding_params(inp.model)[1]
     out = [f"node compute = {inp.gpus} x {fmt_rate(inp.peak_flops_per_gpu, 'FLOP/s')} x MFU {inp.mfu_prefill:g} "
@@ -282,26 +328,34 @@ def _explain(inp: CostInputs, rows: list[dict]) -> list[str]:
     return out
 
 
-def fit_title(rows: list[dict]) -> str:
-    """What a table's title adds when a strategy's KV does not fit its budget [text] (also in a note after it)."""
+def fit_title(rows: list[dict], served_info=None) -> str:
+    """What a table's title adds when a strategy's KV does not fit its budget [text] (also in a note after it);
+    on the serving model the requests that do not fit wait in the scheduler's queue."""
     over = [dict(strategies.LABELS)[r["strategy"]] for r in rows if not r["kv_fits"]]
-    return f": KV does not fit for {' and '.join(over)}, it spills to DRAM/SSD" if over else ""
+    then = "requests queue for the KV pool" if served_info else "it spills to DRAM/SSD"
+    return f": KV does not fit for {' and '.join(over)}, {then}" if over else ""
+
+
+def _ttft_title(inp: CostInputs, served_info) -> str:
+    return "the scheduler's run" if served_info else inp.ttft_model
 
 
 def cost_result(inp: CostInputs, strategy: str):
     """The ``kvcalc cost`` result: one strategy, per-class TTFT, assumptions."""
     from kvcalc.out.results import Column, LazyLines, Result, Table
 
-    row, classes = strategy_row(inp, strategy)
-    main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}{fit_title([row])}",
-                 tuple(Column(*c) for c in COST_COLUMNS if c[0] != "strategy"), (row,))  # named in the title
+    row, classes, info = _strategy(inp, strategy)
+    infos = [info] if info else []
+    cols = served.SERVED_COST_COLUMNS if info else tuple(c for c in COST_COLUMNS if c[0] != "strategy")
+    main = Table("cost", f"{strategies.STRATEGIES[strategy]} on {_workload_title(inp)}{fit_title([row], info)}",
+                 tuple(Column(*c) for c in cols), (row,))  # the strategy is named in the title
     return strategies.labelled(Result(
-        "cost", _inputs_echo(inp) | {"strategy": strategy}, main,
-        (_class_table(classes, inp.ttft_model), *_pd_tables(inp, [row]), _assumption_table(inp)),
-        LazyLines(lambda: _explain(inp, [row])), tuple(_notes(inp, [row]))))
+        "cost", _inputs_echo(inp, info) | {"strategy": strategy}, main,
+        (_class_table(classes, _ttft_title(inp, info)), *_pd_tables(inp, [row]), _assumption_table(inp, info)),
+        LazyLines(lambda: _explain(inp, [row], infos)), tuple(_notes(inp, [row], infos))))
 
 
-def _class_table(rows: list[dict], ttft_model: str):
+def _class_table(rows: list[dict], ttft_model: str):  # ttft_model: how TTFT was found [text]
     from kvcalc.out.results import Column, Table
 
     return Table("classes", f"TTFT per request class ({ttft_model})",
@@ -312,7 +366,7 @@ def _class_table(rows: list[dict], ttft_model: str):
 def delta_rows(a: dict, c: dict) -> list[dict]:
     """C minus A for each compared figure: absolute and relative (None where A is 0)."""
     out = []
-    for k in DELTA_KEYS:
+    for k in DELTA_KEYS + served.SERVED_DELTA_KEYS:
         if a.get(k) is None or c.get(k) is None:
             continue
         d = c[k] - a[k]
@@ -327,16 +381,18 @@ def compare_result(inp: CostInputs, mixes: dict | None = None):
     from kvcalc.out.results import Column, LazyLines, Result, Table
 
     mixes = mixes or {}
-    a, ca = strategy_row(inp, "lru", mixes.get("lru"))
-    c, cc = strategy_row(inp, "prefix-tree", mixes.get("prefix-tree"))
+    a, ca, ia = _strategy(inp, "lru", mixes.get("lru"))
+    c, cc, ic = _strategy(inp, "prefix-tree", mixes.get("prefix-tree"), ia)
+    infos = [i for i in (ia, ic) if i]
+    cols = served.SERVED_COMPARE_COLUMNS if infos else COMPARE_COLUMNS
     main = Table("compare", f"A vs C on {_workload_title(inp)}: {inp.model_name} on {inp.gpus} x "
-                 f"{inp.hardware_name}{fit_title([a, c])}", tuple(Column(*x) for x in COMPARE_COLUMNS), (a, c))
+                 f"{inp.hardware_name}{fit_title([a, c], ia)}", tuple(Column(*x) for x in cols), (a, c))
     label = dict(strategies.LABELS)
     deltas = Table("deltas", "C - A", (Column("field", "figure", "text"), Column("lru", label["lru"], "auto"),
                                       Column("prefix_tree", label["prefix-tree"], "auto"),
                                       Column("delta", "C - A", "auto"),
                                       Column("relative", "relative", "percent")), tuple(delta_rows(a, c)))
     return strategies.labelled(Result(
-        "compare", _inputs_echo(inp), main,
-        (deltas, _class_table(ca + cc, inp.ttft_model), *_pd_tables(inp, [a, c]), _assumption_table(inp)),
-        LazyLines(lambda: _explain(inp, [a, c])), tuple(_notes(inp, [a, c]))))
+        "compare", _inputs_echo(inp, ia), main,
+        (deltas, _class_table(ca + cc, _ttft_title(inp, ia)), *_pd_tables(inp, [a, c]), _assumption_table(inp, ia)),
+        LazyLines(lambda: _explain(inp, [a, c], infos)), tuple(_notes(inp, [a, c], infos))))

@@ -42,6 +42,7 @@ class Overrides:
     engine_inputs: Optional[object] = None  # an EngineInputs (--engine-input), None: estimated
     ttft_model: Optional[str] = None
     weights_dtype: Optional[str] = None   # --weights-dtype: the linear layers' format (model/weights_dtype.py)
+    kv_compression: Optional[float] = None  # --kv-compression: the article's section-11 what-if
 
 
 DERIVED_BASE = "v4-flash-8xh100"
@@ -80,7 +81,12 @@ def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInpu
         price, price_src = sc.usd_per_gpu_hour, sc.price_source or sc.source
     else:
         price, price_src = hw.usd_per_gpu_hour, hw.usd_per_gpu_hour_source
+    from kvcalc.serve.served import serving_reason
+
+    stated = serving_reason(name if not derived else "derived", model, o.decode_tokens_per_s is not None,
+                            o.mfu_prefill is not None)
     return CostInputs(
+        decode_model="stated" if stated else "serving", kv_compression=o.kv_compression,
         model_name=catalog.name_of(model_ref), model=model, scenario_name=f"derived ({name}'s MFU and decode)"
         if derived else catalog.name_of(name), ttft_model=o.ttft_model or sc.ttft_model,
         hardware_name=catalog.name_of(hw_ref), hardware=hw, gpus=o.gpus or sc.gpus,
@@ -100,7 +106,7 @@ def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInpu
                               f"{dtype} peak for the model's weights, its own price, {name}'s measured MFU, decode "
                               "and utilisations" if derived else sc.source),
                  "ttft": ("--ttft-model: " if o.ttft_model else "") + TTFT_MODELS[o.ttft_model or sc.ttft_model],
-                 "mfu": "--mfu-prefill" if o.mfu_prefill is not None else sc.mfu_source,
+                 "decode_model": stated or "", "mfu": "--mfu-prefill" if o.mfu_prefill is not None else sc.mfu_source,
                  "decode": "--decode-tokens-per-s" if o.decode_tokens_per_s is not None else
                  (sc.decode_source or "roofline")} | ({} if not pd_ref else {
                      "pd": ("--pd-link" if o.pd_link else "the scenario") + ": prefill and decode on separate nodes; "

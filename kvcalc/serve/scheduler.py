@@ -91,6 +91,7 @@ class Requests:
     keys: Optional[list] = None
     key_tokens: int = 16
     handed: Optional[object] = None
+    warm_keys: Optional[frozenset] = None   # block keys already in the prefix cache when the run starts
 
 
 @dataclass
@@ -159,7 +160,7 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
     cap = sch.max_concurrency or st.n
     for i in range(min(cap, st.n)):
         st.release(i, 0.0)
-    cache: set = set()
+    cache: set = set(req.warm_keys or ())
     waiting: deque = deque()
     running: list = []
     ptr, finished, now, free = 0, 0, 0.0, pool.num_blocks

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from kvcalc.model.schema import IndexerDtype, KvDtype, MlaLayout, StateDtype
+from kvcalc.model.weights_dtype import WEIGHT_DTYPES
 from kvcalc.out import units
 from kvcalc.out.errors import InputError
 from kvcalc.out.sweep_spec import MAX_POINTS, AxisValues, Budget, check_grid, parse_axis
@@ -66,7 +67,9 @@ _SCENARIO_AXES = {
     "pd-link": AxisDef("preset", choices=("links",)),
     "requests": AxisDef("int", "int", bound="requests"), "context": AxisDef("tokens", "tokens"),
     "output-tokens": AxisDef("int", "tokens", bound="output-tokens"),
-    "shared-prefix": AxisDef("tokens", "tokens", bound="zero"), **LAYOUT_AXES}
+    "shared-prefix": AxisDef("tokens", "tokens", bound="zero"),
+    "weights-dtype": choice(*WEIGHT_DTYPES), "kv-compression": AxisDef("float", "float", bound="kv-compression"),
+    **LAYOUT_AXES}
 AXES: dict[str, dict[str, AxisDef]] = {
     "kv": {"model": MODEL_AXIS, "context": _CONTEXT, **LAYOUT_AXES},
     "capacity": {
@@ -271,7 +274,8 @@ def scenario_rows(target: str, s: dict) -> list[dict]:
                   mfu_prefill=s.get("mfu-prefill"), decode_tokens_per_s=s.get("decode-tokens-per-s"),
                   warm=None if "warm" not in s else s["warm"] == "warm",
                   attention_flops=None if "attention-flops" not in s else s["attention-flops"] == "on",
-                  kv_options=kv_options_of(s), pd_link=s.get("pd-link"))
+                  kv_options=kv_options_of(s), pd_link=s.get("pd-link"), weights_dtype=s.get("weights-dtype"),
+                  kv_compression=s.get("kv-compression"))
     inp = resolve(s["scenario"], o)
     result = cost_result(inp, s["strategy"]) if target == "cost" else compare_result(inp)
     return list(result.rows)
