@@ -184,25 +184,39 @@ def simulate_spec(spec: BenchSpec):
         pool = replace(pool, num_blocks=int(pool.num_blocks * spec.kv_compression))
     if spec.dp > 1 and sch.max_concurrency:
         sch = replace(sch, max_concurrency=max(1, sch.max_concurrency // spec.dp))
-    req = requests_of(spec)
-    _check_lengths(req, spec)
+    every = requests_of(spec)
+    req, kept = _admissible(every, spec)
+    refused = 0 if kept is None else len(every.prompt) - len(kept)
+    if kept is not None and spec.replica_of is not None:
+        spec = replace(spec, replica_of=[spec.replica_of[i] for i in kept.tolist()])
     runs = [simulate(sm, pool, _split(req, spec.dp, r, spec.replica_of), sch) for r in range(spec.dp)]
-    return metrics(runs, spec), runs, sm, pool, sch
+    return metrics(runs, spec) | {"failed": refused}, runs, sm, pool, sch
 
 
-def _check_lengths(req, spec: BenchSpec) -> None:
-    """Refuse a request longer than max_model_len [tokens], as the server does (vLLM's input processor rejects a
-    prompt + max_tokens above max_model_len with HTTP 400): simulating it would price a run no engine serves, and
-    an absurd output length would step for ever."""
+def _admissible(req, spec: BenchSpec):
+    """(the requests the engine serves, the indices kept or None when all are): vLLM's server rejects a prompt + max_tokens above
+    max_model_len [tokens] with HTTP 400, and ``vllm bench serve`` counts it as failed. A trace's longer requests
+    are dropped and counted so; a random dataset (every request the same length) is refused with exit 2, since
+    none would be served (and an absurd output length would step for ever)."""
     import numpy as np
 
     from kvcalc.out.errors import InputError
 
     max_len = spec.max_model_len or spec.model.max_context_tokens
     if not max_len:
-        return
+        return req, None
     total = np.asarray(req.prompt, dtype=np.int64) + np.asarray(req.output, dtype=np.int64)
-    over = np.flatnonzero(total > max_len)
+    ok = total <= max_len
+    if spec.trace is not None and ok.any():
+        if ok.all():
+            return req, None
+        at = np.flatnonzero(ok)
+        keys = None if req.keys is None else [req.keys[i] for i in at.tolist()]
+        handed = None if req.handed is None else np.asarray(req.handed)[at]
+        kept = type(req)(np.asarray(req.send_s)[at], np.asarray(req.prompt)[at], np.asarray(req.output)[at], keys,
+                         req.key_tokens, handed=handed, warm_keys=req.warm_keys)
+        return kept, at
+    over = np.flatnonzero(~ok)
     if over.size:
         i = int(over[0])
         what = (f"trace request {i + 1}" if spec.trace is not None
@@ -210,7 +224,8 @@ def _check_lengths(req, spec: BenchSpec) -> None:
                                                                       else ""))
         where = "--max-model-len" if spec.max_model_len else f"{spec.model_name}'s max_context_tokens"
         raise InputError(f"{what}: {int(total[i]):,} tokens exceeds {where} ({max_len:,}); the engine refuses "
-                         f"such a request")
+                         f"such a request" + (" (every request of the trace)" if spec.trace is not None else ""))
+    return req, None
 
 
 def _pct(x, q):

@@ -70,9 +70,12 @@ def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
               "seed": spec.seed, "kv_pool_blocks": pool.num_blocks, "block_size": pool.block_size,
               "compute_dtype": sm.math_dtype, "router": spec.router}
     main_row = {c.key: row[c.key] for c in COLUMNS}
-    main_row |= {k: row[k] for k in ("preemptions", "steps", "cached_tokens", "peak_running")}
+    main_row |= {k: row[k] for k in ("failed", "preemptions", "steps", "cached_tokens", "peak_running")}
     plural = "s" if spec.dp > 1 else ""
-    out_notes = [
+    refused = ([f"{row['failed']:,} trace requests longer than max_model_len "
+                f"({spec.max_model_len or spec.model.max_context_tokens:,} tokens) are refused, as vLLM's server "
+                f"refuses them (HTTP 400), and left out of every figure"] if row["failed"] else [])
+    out_notes = refused + [
         f"predicted, not measured: {spec.engine} on {spec.tp} x {spec.hw_name} (x {spec.dp} replica{plural}), calibration "
         f"{spec.cal_name} (presets/calibration; docs/serving-model.md shows its error on measured runs)",
         f"KV pool {pool.num_blocks:,} blocks of {pool.block_size} tokens per replica; limits {sch.max_num_batched_tokens:,} "
