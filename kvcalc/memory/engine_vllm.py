@@ -30,9 +30,11 @@ from kvcalc.model import attention as att
 from kvcalc.model.schema import HardwarePreset, ModelPreset
 from kvcalc.out import units
 
-BIG_GPU_GIB = 70      # vLLM arg_utils: GPUs with >= 70 GiB get the larger server defaults
-SERVER_BATCHED_TOKENS = {True: 8192, False: 2048}
-SERVER_MAX_SEQS = {True: 1024, False: 256}
+# vLLM 0.33 engine/arg_utils.py EngineArgs.get_batch_defaults, the OPENAI_API_SERVER column, by the CUDA total
+# (current_platform.get_device_total_memory) and the device name: (lowest GiB, max_num_batched_tokens, max_num_seqs)
+HUGE_GPU_GIB = 160    # ">= 160GB memory" (B200/B300, MI300X): 16,384 / 1,024
+BIG_GPU_GIB = 70      # >= 70 GiB and not an A100 (PR #17885: large batches cut A100 throughput): 8,192 / 1,024
+SERVER_TIERS = ((HUGE_GPU_GIB, 16384, 1024), (BIG_GPU_GIB, 8192, 1024), (0, 2048, 256))
 ASYNC_SCHEDULING_SINCE = (0, 26)   # in-flight tokens 2 x batched: PR #47728 (issue #49878: v0.25.1 -> v0.26)
 GROUP_AWARE_LOG_SINCE = (0, 21)    # "GPU KV cache size" = int(concurrency x max_model_len): PR #42206 era
 
@@ -52,13 +54,21 @@ def logged_tokens(num_blocks: int, per_request: int, max_model_len: int, kgroups
     return num_blocks // len(kgroups) * min(g.block_size for g in kgroups)
 
 
-def defaults(total_bytes: float, inp: ec.EngineInputs) -> tuple[int | None, int, int]:
-    """(block_size, max_num_batched_tokens, max_num_seqs): given, or vLLM's online-server defaults
-    (8,192 batched tokens and 1,024 sequences on GPUs of >= 70 GiB, else 2,048 and 256; block size None = the
-    attention backend's, see engine_vllm_layout)."""
-    big = total_bytes >= units.gib_to_bytes(BIG_GPU_GIB)
-    return (inp.block_size, inp.max_num_batched_tokens or SERVER_BATCHED_TOKENS[big],
-            inp.max_num_seqs or SERVER_MAX_SEQS[big])
+def server_tier(total_bytes: float, device_name: str = "") -> tuple[int, int]:
+    """vLLM's online-server (max_num_batched_tokens, max_num_seqs) for a GPU of ``total_bytes`` as CUDA reports it
+    (get_batch_defaults, vllm 0.33 engine/arg_utils.py): 16,384 / 1,024 from 160 GiB; 8,192 / 1,024 from 70 GiB
+    unless the device name says A100 (``"a100" not in device_name``); else 2,048 / 256."""
+    for gib, batched, seqs in SERVER_TIERS:
+        if total_bytes >= units.gib_to_bytes(gib) and not (gib == BIG_GPU_GIB and "a100" in device_name.lower()):
+            return batched, seqs
+    return SERVER_TIERS[-1][1:]
+
+
+def defaults(total_bytes: float, inp: ec.EngineInputs, device_name: str = "") -> tuple[int | None, int, int]:
+    """(block_size, max_num_batched_tokens, max_num_seqs): given, or vLLM's online-server defaults for this GPU
+    (``server_tier``; block size None = the attention backend's, see engine_vllm_layout)."""
+    batched, seqs = server_tier(total_bytes, device_name)
+    return inp.block_size, inp.max_num_batched_tokens or batched, inp.max_num_seqs or seqs
 
 
 def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwarePreset,
@@ -67,7 +77,7 @@ def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwareP
     ec.check_engine_groups(groups, "vllm")
     version = ec.engine_version(inp)
     total = ec.total_memory(hw, inp)
-    block_size, batched, max_seqs = defaults(total.value, inp)
+    block_size, batched, max_seqs = defaults(total.value, inp, hw.display_name)
     terms = {"total": total, "weights": ec.weights(model, inp),
              "activation": ec.activation(model, inp, batched, max_seqs), "non_torch": ec.non_torch(inp),
              "cuda_graphs": ec.cuda_graphs(inp)}
