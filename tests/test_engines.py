@@ -233,7 +233,7 @@ def test_cli_ideal_unchanged_by_the_engine_flag():
     (("--engine", "trt"), "--engine"), (("--engine", "vllm", "--total-memory", "79"), "--total-memory"),
     (("--solve", "everything"), "--solve"), (("--engine", "vllm", "--gpu-memory-utilization", "1.5"),
                                              "--gpu-memory-utilization"),
-    (("--engine", "vllm", "-m", "deepseek-v4-flash"), "--engine vllm"),
+    (("--engine", "vllm", "-m", "deepseek-v4-flash", "--block-size", "16"), "--block-size"),
     (("--engine", "sglang", "-m", "deepseek-v4-flash"), "--engine sglang"),
     (("--engine", "vllm", "--attention", "dp"), "--attention dp"),
     (("--engine", "vllm", "--weights-memory", "-3GiB"), "--weights-memory"),

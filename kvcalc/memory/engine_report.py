@@ -117,7 +117,8 @@ def log_lines(name: str, s: dict, max_model_len: int) -> list[str]:
             f"{gib(t['cuda_graphs'].value)}; the rest of the memory reserved for KV Cache is "
             f"{gib(s['kv_cache_memory_bytes'])}",
             f"  # GPU blocks: {s['num_gpu_blocks']} = floor({s['kv_cache_memory_bytes']:,.0f} B / "
-            f"{s['block_bytes']:,.0f} B per block of {s['block_size']} tokens)",
+            f"{s['block_bytes']:,.0f} B per block" + (f": {s['pool_block_text']})" if s.get("pool_block_text") else
+                                                       f" of {s['block_size']} tokens)"),
             f"  GPU KV cache size: {s['kv_cache_tokens']:,} tokens",
             f"  Maximum concurrency for {max_model_len:,} tokens per request: {s['max_concurrency']:.2f}x "
             f"({s['num_gpu_blocks']:,} / {s['blocks_per_request']:,} blocks per request)"]
@@ -167,10 +168,9 @@ def engine_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link
             notes.append(f"{name}: max_model_len {einp.max_model_len:,} exceeds the {s['kv_cache_tokens']:,} "
                          "tokens of KV cache: the engine would refuse to start")
         if s["kv_groups"] > 1:
-            from kvcalc.memory.engine_vllm import logged_formula
+            from kvcalc.memory.engine_vllm import groups_text, logged_formula
 
-            notes.append(f"{name}: hybrid KV cache manager: {s['kv_groups']} groups of {s['group_size']} layers "
-                         f"with {s['padding_layers']} padding; the logged {s['kv_cache_tokens']:,} tokens = "
+            notes.append(f"{name}: hybrid KV cache manager: {groups_text(s)}; the logged {s['kv_cache_tokens']:,} tokens = "
                          f"{logged_formula(s)}, while one request of full-attention tokens can hold "
                          f"{max_model_len_fit('vllm', s, None):,} tokens (sliding and state layers hold only a few blocks)")
     title = ("vLLM" if einp.engine == "vllm" else "SGLang") + " KV cache per GPU, as its start-up log reports it"

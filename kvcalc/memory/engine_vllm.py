@@ -15,7 +15,8 @@ two rules that changed on the way (older logs: kvcalc followed v0.6.4-v0.20 befo
                     default since 0.26, PR #47728), 1 x before.
 
 Tensor parallel: GQA heads shard over ranks (ceil(kv_heads / tp) per rank); an MLA latent is replicated.
-Not modelled: speculative-decoding draft layers, pipeline parallelism, DeepSeek V4's packed groups.
+DeepSeek V4's compressed attention: its specs and packed groups in ``engine_vllm_v4``.
+Not modelled: speculative-decoding draft layers, pipeline parallelism.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kvcalc.memory import engine_common as ec
 from kvcalc.memory.engine_vllm_layout import (DEFAULT_BLOCK_SIZE, KvGroup, block_layout,  # noqa: F401 (re-exported)
                                               blocks_per_request, enlarged_block_size, group_size_of, kv_groups,
                                               state_page_bytes)
+from kvcalc.memory.engine_vllm_v4 import SPARSE_MLA_BLOCK_V4, is_v4, v4_block_layout
 from kvcalc.model import attention as att
 from kvcalc.model.schema import HardwarePreset, ModelPreset
 from kvcalc.out import units
@@ -83,7 +85,15 @@ def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwareP
              "cuda_graphs": ec.cuda_graphs(inp)}
     kv_memory = (total.value * inp.gpu_memory_utilization - terms["weights"].value - terms["activation"].value
                  - terms["non_torch"].value - terms["cuda_graphs"].value)
-    lay = block_layout(groups, inp.tp, block_size)
+    if is_v4(groups):  # DeepSeek V4: its own specs and packed groups (engine_vllm_v4); the latent is replicated
+        if block_size not in (None, SPARSE_MLA_BLOCK_V4):
+            from kvcalc.out.errors import InputError
+
+            raise InputError(f"--block-size {block_size}: vLLM's DeepSeek V4 backend takes only "
+                             f"{SPARSE_MLA_BLOCK_V4}-token blocks (DeepseekV4SparseMLABackend)")
+        lay = v4_block_layout(model)
+    else:
+        lay = block_layout(groups, inp.tp, block_size)
     kgroups, block_bytes = lay["kgroups"], lay["block_bytes"]
     # get_kv_cache_config_from_groups: num_blocks = available_memory // bytes_per_block
     num_blocks = max(0, math.floor(kv_memory / block_bytes)) if block_bytes else 0
@@ -139,6 +149,8 @@ def vllm_walk(sizing: dict, ideal: dict) -> list[dict]:
         prev = after
     pooled = sizing["num_gpu_blocks"] * sizing["block_bytes"]
     rows.append(_row("block rounding", pooled - prev, pooled, per_token,
+                     f"{sizing['num_gpu_blocks']:,} blocks x {units.fmt_bytes_exact(sizing['block_bytes'])} "
+                     f"({sizing['pool_block_text']})" if sizing.get("pool_block_text") else
                      f"{sizing['num_gpu_blocks']:,} blocks of {sizing['block_size']} tokens x "
                      f"{units.fmt_bytes_exact(sizing['block_bytes'])}"))
     if sizing["kv_groups"] == 1:
@@ -147,8 +159,7 @@ def vllm_walk(sizing: dict, ideal: dict) -> list[dict]:
         rows.append({"step": "hybrid grouping/padding", "delta_bytes": None, "delta_gib": "-",
                      "kv_memory_bytes": pooled, "kv_memory_gib": units.fmt_gib(pooled),
                      "tokens": sizing["kv_cache_tokens"],
-                     "note": f"{sizing['kv_groups']} groups of {sizing['group_size']} layers, "
-                             f"{sizing['padding_layers']} padding; logged = " + logged_formula(sizing)})
+                     "note": groups_text(sizing) + "; logged = " + logged_formula(sizing)})
     if sizing["state_page_bytes"]:
         pad = sizing["page_bytes"] / sizing["state_page_bytes"] - 1
         held = next(g.state_blocks for g in sizing["kgroups"] if g.kind == "state")
@@ -163,6 +174,12 @@ def vllm_walk(sizing: dict, ideal: dict) -> list[dict]:
                  "kv_memory_bytes": pooled, "kv_memory_gib": units.fmt_gib(pooled),
                  "tokens": sizing["kv_cache_tokens"], "note": note})
     return rows
+
+
+def groups_text(sizing: dict) -> str:
+    """The KV-cache groups as text: 'N groups of G layers, P padding', or V4's packed groups."""
+    return sizing.get("groups_text") or (f"{sizing['kv_groups']} groups of {sizing['group_size']} layers, "
+                                         f"{sizing['padding_layers']} padding")
 
 
 def logged_formula(sizing: dict) -> str:
