@@ -10,9 +10,9 @@ DefaultPoolConfigurator / HybridSWAPoolConfigurator; configs/model_config.py is_
          attention layer on this GPU; page 64 tokens for DSA (sparse MLA), else 1
 
 Activations and CUDA graphs live in the (1 - mem_fraction_static) share and are not subtracted. Default
-mem_fraction_static by TP size: 0.88 (1), 0.87 (>= 2), 0.85 (>= 4), 0.81 (>= 8), 0.79 (>= 16) (v0.4.x's table;
-0.5.23 derives it from reserved memory, not modelled: give --mem-fraction-static). "Free memory at start"
-defaults to the CUDA total minus non-torch memory.
+mem_fraction_static: 0.5.23 derives it from reserved memory (engine_sglang_args: 0.829 dense / 0.815 MLA on one
+H100); with --engine-version below 0.5, v0.4.x's table by TP size: 0.88 (1), 0.87 (>= 2), 0.85 (>= 4),
+0.81 (>= 8), 0.79 (>= 16). "Free memory at start" defaults to the CUDA total minus non-torch memory.
 
 Separate pools for hybrids:
 - Sliding + full attention, for the architectures SGLang marks hybrid SWA (gpt-oss, Llama 4 whose chunked layers
@@ -34,16 +34,30 @@ import math
 from typing import Optional
 
 from kvcalc.memory import engine_common as ec
+from kvcalc.memory.engine_sglang_args import default_mem_fraction_static
 from kvcalc.model import attention as att
 from kvcalc.model.schema import HardwarePreset, ModelPreset
 from kvcalc.out import units
 
 MEM_FRACTION_BY_TP = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+RESERVED_MEMORY_SINCE = (0, 5)   # mem_fraction_static from reserved memory (kvcalc follows 0.5.23's rule)
 
 
 def default_mem_fraction(tp: int) -> float:
     """SGLang's mem_fraction_static for a TP size (server_args.py, v0.4.x)."""
     return next(f for n, f in MEM_FRACTION_BY_TP if tp >= n)
+
+
+def mem_fraction(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwarePreset,
+                 inp: ec.EngineInputs) -> tuple[float, str]:
+    """mem_fraction_static and where it came from: given; SGLang 0.5.23's from reserved memory
+    (engine_sglang_args); or, with --engine-version below 0.5, v0.4.x's table by TP size."""
+    if inp.mem_fraction_static:
+        return inp.mem_fraction_static, "given"
+    if ec.engine_version(inp) < RESERVED_MEMORY_SINCE:
+        return default_mem_fraction(inp.tp), f"SGLang v0.4.x default at TP {inp.tp}"
+    return default_mem_fraction_static(model, groups, ec.total_memory(hw, inp).value, inp.tp,
+                                       inp.max_num_batched_tokens, vlm=multimodal_reserve(model) > 0)
 
 
 def free_at_start(hw: HardwarePreset, inp: ec.EngineInputs) -> ec.Resolved:
@@ -140,7 +154,7 @@ def sglang_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: Hardwar
     """SGLang's figures for one model on one GPU of a TP group (raw SI units) and the terms behind them."""
     ec.check_engine_groups(groups, "sglang")
     free = free_at_start(hw, inp)
-    frac = inp.mem_fraction_static or default_mem_fraction(inp.tp)
+    frac, frac_origin = mem_fraction(model, groups, hw, inp)
     w = ec.weights(model, inp)
     # _profile_available_bytes: free after loading - free at start x (1 - mem_fraction_static) - multimodal reserve
     mm = multimodal_reserve(model)
@@ -164,6 +178,7 @@ def sglang_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: Hardwar
     pool = full_tokens * full_cell + swa_tokens * swa_cell  # what the attention pools take [B]
     s = {
         "engine": "sglang", "terms": {"total": free, "weights": w}, "mem_fraction_static": frac,
+        "mem_fraction_origin": frac_origin,
         "block_size": page, "kv_cache_memory_bytes": rest, "kv_bytes_per_token_per_gpu": cell, "pool_bytes": pool,
         "block_bytes": cell * page, "num_gpu_blocks": logged // page, "kv_cache_tokens": logged, "kv_groups": 1,
         "padding_layers": 0, "full_cell_bytes": full_cell, "swa_cell_bytes": swa_cell, "window_tokens": window,
@@ -245,7 +260,8 @@ def sglang_walk(sizing: dict, ideal: dict) -> list[dict]:
         ("free memory at start", free * ideal["hbm_utilization"] - ideal["weight_bytes_per_gpu"],
          f"{units.fmt_gib(free)} ({t['total'].origin}); the ideal's reserve dropped"),
         ("mem_fraction_static", free * frac - ideal["weight_bytes_per_gpu"],
-         f"x {frac:g}: activations and CUDA graphs live in the other {1 - frac:.2f}"),
+         f"x {frac:g} ({sizing['mem_fraction_origin']}): activations and CUDA graphs live in the other "
+         f"{1 - frac:.2f}"),
         ("model weights", free * frac - t["weights"].value,
          f"{units.fmt_gib(t['weights'].value)} ({t['weights'].origin})"),
     ]
