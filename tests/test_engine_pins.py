@@ -142,6 +142,12 @@ def test_gpt_oss_by_hand_and_the_older_rules():
 # 80 x 0.875 - 10 = 60 GiB. Row: (max_total_num_tokens, full pool tokens, sliding pool tokens (hybrid SWA only),
 # max_running_requests, max_mamba_cache_size (Mamba hybrids), page size).
 SGLANG_0_5_23 = {
+    # DeepSeek V4 (DSV4PoolConfigurator; the same sglang_kv.run call, which also read off its bytes per full token,
+    # 7,086.75 Flash / 10,115.25 Pro, and its fixed C128 state, 2,715,811,840 / 4,209,508,352 B)
+    ("deepseek-v4-flash", 1): (8707584, 8707584, 870656, 256, None, 256),
+    ("deepseek-v4-flash", 8): (8707584, 8707584, 870656, 256, None, 256),
+    ("deepseek-v4-pro", 1): (5952768, 5952768, 595200, 256, None, 256),
+    ("deepseek-v4-pro", 8): (5952768, 5952768, 595200, 256, None, 256),
     ("gemma-3-27b", 1): (126843, None, None, 2048, None, 1),
     ("gemma-3-27b", 8): (1014750, None, None, 4096, None, 1),
     ("glm-5", 1): (643264, None, None, 4096, None, 64),
@@ -174,6 +180,19 @@ def test_sglang_0_5_23_figures_equal_the_engines_own_code(name, tp):
     assert (s["kv_cache_tokens"], s["max_num_seqs"], s["max_mamba_cache_size"], s["block_size"]) == \
         (tokens, running, mamba, page)
     assert (s["full_kv_cache_tokens"] if split else None, s["swa_kv_cache_tokens"] if split else None) == (full, swa)
+
+
+def test_sglang_deepseek_v4_pool_terms_by_hand():
+    from kvcalc.memory.engine_sglang_v4 import dsv4_pools
+
+    model = catalog.load_model(str(CONFIGS / "deepseek-v4-flash" / "config.json"))
+    p = dsv4_pools(model, 60 * GiB)
+    # per SWA slot: 585 B x 43 layers + 8 / 256 x (2 x 2 x 512 + 2 x 2 x 128) x 4 B x 21 = 25,155 + 6,720
+    assert p["bytes_per_swa_token"] == 31_875
+    # per full token: 0.1 x 31,875 + 21 x (585 / 4 + 132 / 4) + 20 x 864 / 128 = 3,187.5 + 3,764.25 + 135
+    assert p["bytes_per_full_token"] == 7_086.75
+    # C128 state: ceil((257 x 128 + 129) / 128) x 128 = 33,152 rows x 2 x 512 x 4 B x 20 layers
+    assert p["fixed_bytes"] == 33_152 * 4096 * 20 == 2_715_811_840
 
 
 def test_sglang_gemma_3_is_not_hybrid_swa_and_the_multimodal_reserve():

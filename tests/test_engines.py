@@ -234,7 +234,7 @@ def test_cli_ideal_unchanged_by_the_engine_flag():
     (("--solve", "everything"), "--solve"), (("--engine", "vllm", "--gpu-memory-utilization", "1.5"),
                                              "--gpu-memory-utilization"),
     (("--engine", "vllm", "-m", "deepseek-v4-flash", "--block-size", "16"), "--block-size"),
-    (("--engine", "sglang", "-m", "deepseek-v4-flash"), "--engine sglang"),
+    (("--engine", "sglang", "-m", "deepseek-v4-flash", "--mem-fraction-static", "1.5"), "--mem-fraction-static"),
     (("--engine", "vllm", "--attention", "dp"), "--attention dp"),
     (("--engine", "vllm", "--weights-memory", "-3GiB"), "--weights-memory"),
     (("--engine", "vllm", "--solve", "max-concurrency", "--concurrency", "0"), "--concurrency"),

@@ -189,11 +189,18 @@ def _explain_row(name: str, groups: list[att.GroupLayout], align: int | None, r:
 
 def engine_note(name: str, groups: list[att.GroupLayout], engine: str, model: ModelPreset | None = None) -> str:
     """What vLLM or SGLang pages for this model on one GPU: block size, KV-cache groups, one pool block."""
-    if engine == "sglang":
-        return f"{name}: SGLang pages single tokens (page size 1): no block overhead, no last-block waste"
     from kvcalc.memory.engine_common import check_engine_groups
     from kvcalc.memory.engine_vllm import block_layout
     from kvcalc.memory.engine_vllm_v4 import is_v4, v4_block_layout
+
+    if engine == "sglang":
+        from kvcalc.memory.engine_sglang import page_size
+        from kvcalc.memory.engine_sglang_v4 import DSV4_PAGE
+
+        page = DSV4_PAGE if is_v4(groups) else page_size(groups)
+        if page == 1:
+            return f"{name}: SGLang pages single tokens (page size 1): no block overhead, no last-block waste"
+        return f"{name}: SGLang pages {page}-token pages (" + ("DeepSeek V4's" if is_v4(groups) else "DSA's") + ")"
 
     check_engine_groups(groups, engine)
     if model is not None and is_v4(groups):

@@ -103,8 +103,13 @@ def log_lines(name: str, s: dict, max_model_len: int) -> list[str]:
             lines.append(f"  Mamba state pool: max_mamba_cache_size {s['max_mamba_cache_size']:,} x "
                          f"{s['mamba_state_bytes_per_request']:,.0f} B = {gib(s['mamba_pool_bytes'])}; max running "
                          f"requests {s['max_num_seqs']:,}")
-        lines.append(f"  {gib(s['kv_cache_memory_bytes'] - s['mamba_pool_bytes'])} / "
-                     f"{s['kv_bytes_per_token_per_gpu']:,.0f} B per token = {s['profiled_tokens']:,} tokens")
+        if s.get("dsv4"):
+            lines.append(f"  ({gib(s['kv_cache_memory_bytes'])} - {gib(s['dsv4']['fixed_bytes'])} C128 state) / "
+                         f"{s['kv_bytes_per_token_per_gpu']:,.2f} B per full token = {s['profiled_tokens']:,} tokens "
+                         f"(pages of {s['block_size']})")
+        else:
+            lines.append(f"  {gib(s['kv_cache_memory_bytes'] - s['mamba_pool_bytes'])} / "
+                         f"{s['kv_bytes_per_token_per_gpu']:,.0f} B per token = {s['profiled_tokens']:,} tokens")
         if s["swa_full_tokens_ratio"] is not None:
             lines.append(f"  Use sliding window memory pool. full_layer_tokens={s['full_kv_cache_tokens']}, "
                          f"swa_layer_tokens={s['swa_kv_cache_tokens']}")

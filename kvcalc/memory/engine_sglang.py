@@ -24,8 +24,9 @@ Separate pools for hybrids:
   (a padding slot); the attention pool gets what is left, its cell counting the attention layers only.
 - Running requests: min(int(tokens / context_len x 512) clamped to 2,048..4,096, tokens // 2), and at most K // 5
   for Mamba hybrids (3 slots + 2 of the radix cache's extra buffer under the overlap scheduler).
+DeepSeek V4's compressed pools: engine_sglang_v4 (DSV4PoolConfigurator).
 Not modelled: speculative-decoding draft pools, the SWA chunk cache sized from max_running_requests (radix cache
-off), DeepSeek V4's compressed pools.
+off).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from typing import Optional
 
 from kvcalc.memory import engine_common as ec
 from kvcalc.memory.engine_sglang_args import default_mem_fraction_static
+from kvcalc.memory.engine_sglang_v4 import dsv4_fraction_kv_bytes, dsv4_note, dsv4_pools
+from kvcalc.memory.engine_vllm_v4 import is_v4
 from kvcalc.model import attention as att
 from kvcalc.model.schema import HardwarePreset, ModelPreset
 from kvcalc.out import units
@@ -162,12 +165,20 @@ def sglang_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: Hardwar
     per_req = mamba_state_bytes_per_request(groups, inp.tp)
     mamba_size, mamba_bytes = mamba_pool(rest, per_req, inp)
     kv_rest = rest - mamba_bytes
-    full_cell, swa_cell, window = _cells(groups, inp.tp, hybrid_swa(model))
+    v4 = dsv4_pools(model, kv_rest, inp.swa_full_tokens_ratio, inp.max_num_seqs) if is_v4(groups) else None
+    if v4:  # DSV4PoolConfigurator (engine_sglang_v4): compressed pools per full token, the SWA pool per slot
+        full_cell, swa_cell, window = v4["compressed_bytes_per_full_token"], v4["bytes_per_swa_token"], \
+            v4["window_tokens"]
+    else:
+        full_cell, swa_cell, window = _cells(groups, inp.tp, hybrid_swa(model))
     cell = full_cell + swa_cell
-    page = page_size(groups)
-    ratio = inp.swa_full_tokens_ratio or SWA_FULL_TOKENS_RATIO
+    page = v4["page"] if v4 else page_size(groups)
+    ratio = v4["swa_ratio"] if v4 else inp.swa_full_tokens_ratio or SWA_FULL_TOKENS_RATIO
     split = bool(swa_cell and full_cell)
-    if split:  # HybridSWAPoolConfigurator: one floor over F + r S, the sliding pool int(full x r)
+    if v4:
+        full_tokens = tokens = v4["full_tokens"]
+        swa_tokens = v4["swa_tokens"]
+    elif split:  # HybridSWAPoolConfigurator: one floor over F + r S, the sliding pool int(full x r)
         full_tokens = max(0, math.floor(kv_rest / (full_cell + ratio * swa_cell))) // page * page
         swa_tokens = int(full_tokens * ratio) // page * page
         tokens = full_tokens
@@ -175,7 +186,7 @@ def sglang_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: Hardwar
         tokens = (max(0, math.floor(kv_rest / cell)) // page * page) if cell else 0
         full_tokens, swa_tokens = (tokens, 0) if full_cell else (0, tokens)
     logged = full_tokens if full_cell else swa_tokens
-    pool = full_tokens * full_cell + swa_tokens * swa_cell  # what the attention pools take [B]
+    pool = full_tokens * full_cell + swa_tokens * swa_cell + (v4["fixed_bytes"] if v4 else 0)  # the pools [B]
     s = {
         "engine": "sglang", "terms": {"total": free, "weights": w}, "mem_fraction_static": frac,
         "mem_fraction_origin": frac_origin,
@@ -186,10 +197,13 @@ def sglang_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: Hardwar
         "full_kv_cache_tokens": full_tokens, "swa_kv_cache_tokens": swa_tokens, "multimodal_reserve_bytes": mm,
         "mamba_state_bytes_per_request": per_req, "max_mamba_cache_size": mamba_size if per_req else None,
         "mamba_pool_bytes": mamba_bytes, "mamba_size_given": inp.max_mamba_cache_size is not None,
-        "mamba_full_memory_ratio": inp.mamba_full_memory_ratio or MAMBA_FULL_MEMORY_RATIO,
+        "mamba_full_memory_ratio": inp.mamba_full_memory_ratio or MAMBA_FULL_MEMORY_RATIO, "dsv4": v4,
     }
+    if v4:  # what a full token costs, the SWA pool's share included (the configurator's coefficient)
+        s["kv_bytes_per_token_per_gpu"] = v4["bytes_per_full_token"]
     s["max_concurrency"] = sglang_fits(s, inp.max_model_len, exact=True)
-    s["max_num_seqs"] = max_running_requests(logged, inp.max_model_len, mamba_size if per_req else None)
+    s["max_num_seqs"] = v4["max_running_requests"] if v4 else \
+        max_running_requests(logged, inp.max_model_len, mamba_size if per_req else None)
     return s
 
 
@@ -227,7 +241,9 @@ def sglang_required_fraction(sizing: dict, tokens: int, requests: int) -> float:
     full, swa, r, page = (sizing["full_cell_bytes"], sizing["swa_cell_bytes"], sizing["swa_full_tokens_ratio"],
                           sizing["block_size"])
     window_need = requests * min(tokens, sizing["window_tokens"] or tokens)
-    if swa and full:  # full pool F_t with floor(kv / (F + r S)) >= F_t and int(F_t x r) // page x page >= window_need
+    if sizing.get("dsv4"):
+        kv = dsv4_fraction_kv_bytes(sizing["dsv4"], tokens, requests)
+    elif swa and full:  # full pool F_t with floor(kv / (F + r S)) >= F_t and int(F_t x r) // page x page >= window_need
         full_tokens = -(-max(requests * tokens, math.ceil(window_need / r)) // page) * page
         while int(full_tokens * r) // page * page < window_need:
             full_tokens += page
@@ -275,7 +291,10 @@ def sglang_walk(sizing: dict, ideal: dict) -> list[dict]:
     for name, after, note in steps:
         rows.append(_row(name, after - prev, after, per_token, note))
         prev = after
-    rows.append(_row("page rounding", 0.0, prev, per_token, "page size 1: no rounding"))
+    if sizing.get("dsv4"):
+        rows.append(_row("DSV4 pools", 0.0, prev, per_token, dsv4_note(sizing["dsv4"])))
+    else:
+        rows.append(_row("page rounding", 0.0, prev, per_token, "page size 1: no rounding"))
     rows[-1]["tokens"] = sizing["profiled_tokens"]
     if sizing["swa_full_tokens_ratio"] is not None:
         r = sizing["swa_full_tokens_ratio"]
