@@ -144,8 +144,10 @@ def capacity(
     from kvcalc.cli.common import weights_dtype as with_dtype
 
     loaded = [(catalog.name_of(m), with_dtype(catalog.load_model(m), weights_dtype)) for m in (model or ARTICLE_MODELS)]
-    if not model:  # the article's view: its own stated layouts
+    if not model:  # the article's view: its own stated layouts, and its stated 80 GB (datasheet GB) per GPU
         loaded = [(n, replace(m, **ARTICLE_LAYOUTS.get(n, {}))) for n, m in loaded]
+        if engine == "ideal":
+            hw = replace(hw, cuda_total_gib=None, cuda_total_source=None)
     refuse_unused_kv_params(ctx, kv_dtype, [m for _, m in loaded])
     args = (loaded, catalog.name_of(hardware), hw, catalog.name_of(link_ref), catalog.load_link(link_ref), inp)
     if engine == "ideal" and solve is None:

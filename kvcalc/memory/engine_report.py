@@ -182,7 +182,8 @@ def engine_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link
     main = Table("engine", title, tuple(Column(*c) for c in ENGINE_COLUMNS), tuple(rows))
     walk_t = Table("walk", "From kvcalc's ideal budget to the engine's figure, term by term (per GPU)",
                    tuple(Column(*c) for c in WALK_COLUMNS), tuple(walk))
-    notes.append("Memory in GiB (2^30 B) as engine logs print it; the ideal budget uses the datasheet's GB (1e9 B).")
+    notes.append("Memory in GiB (2^30 B) as engine logs print it; the ideal budget uses the memory CUDA reports "
+                 "where the hardware preset gives it (cuda_total_gib), else the datasheet's GB (1e9 B).")
     return Result("capacity", _inputs(models, hw_name, inp, einp, opts), main, (walk_t,), tuple(lines),
                   tuple(notes))
 
@@ -240,7 +241,7 @@ def solve_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset, l
         else:
             need = concurrency * per_gpu_request_bytes(groups, L, tp) + ideal["weight_bytes_per_gpu"] \
                 + inp.reserve_bytes_per_gpu
-            value = need / hw.hbm_bytes
+            value = need / hw.device_memory_bytes
         row.update(value=value, kv_bytes_per_request=request_bytes(groups, L))
         return row
     s = sizing(einp.engine, model, engine_groups(einp.engine, model, opts), hw, einp)

@@ -270,7 +270,7 @@ def sglang_walk(sizing: dict, ideal: dict) -> list[dict]:
     frac = sizing["mem_fraction_static"]
     free = t["total"].value
     rows = [_row("ideal budget", None, ideal["kv_budget_bytes_per_gpu"], per_token,
-                 f"kvcalc capacity: datasheet {units.fmt_bytes(ideal['hbm_bytes_per_gpu'])} x "
+                 f"kvcalc capacity: {units.fmt_gib(ideal['hbm_bytes_per_gpu'])} x "
                  f"{ideal['hbm_utilization']:g} - weights / GPUs - reserve")]
     steps = [
         ("free memory at start", free * ideal["hbm_utilization"] - ideal["weight_bytes_per_gpu"],

@@ -128,7 +128,7 @@ def vllm_walk(sizing: dict, ideal: dict) -> list[dict]:
     per_token = sizing["kv_bytes_per_token_per_gpu"]
     util = sizing["gpu_memory_utilization"]
     rows = [_row("ideal budget", None, ideal["kv_budget_bytes_per_gpu"], per_token,
-                 f"kvcalc capacity: datasheet {units.fmt_bytes(ideal['hbm_bytes_per_gpu'])} x "
+                 f"kvcalc capacity: {units.fmt_gib(ideal['hbm_bytes_per_gpu'])} x "
                  f"{ideal['hbm_utilization']:g} - weights / GPUs - reserve")]
     steps = [
         ("memory total as CUDA reports it", t["total"].value * ideal["hbm_utilization"]
