@@ -61,8 +61,12 @@ def test_llama_70b_16_token_block():
 
 
 def test_v32_dsa_block_includes_indexer_keys():
-    # 61 x (656 fp8-flashmla + 132 indexer) = 48,068 B/token; x 64 = 3,076,352 B
-    assert row("deepseek-v3.2", 64)["block_bytes"] == 3_076_352
+    # 61 x (1,152 bf16 + 132 indexer) = 78,324 B/token (the preset: its config.json, the engines' default); x 64
+    assert row("deepseek-v3.2", 64)["block_bytes"] == 64 * 78_324 == 5_012_736
+    # DeepSeek's FP8 FlashMLA layout: 61 x (656 + 132) = 48,068 B/token; x 64 = 3,076,352 B
+    model = catalog.load_model("deepseek-v3.2")
+    fp8 = blocks.block_row("deepseek-v3.2", model, 64, blocks.BlockInputs(), att.KvOptions(mla_layout="fp8-flashmla"))
+    assert fp8["block_bytes"] == 3_076_352
 
 
 def test_article_assumptions_reproduce_its_overhead_and_recommendation():

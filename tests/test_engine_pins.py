@@ -32,6 +32,10 @@ GiB = 2**30
 CONFIGS = REPO / "tests" / "fixtures" / "configs"
 
 VLLM_0_33 = {  # (config, TP): vLLM 0.33.0's figures (the command in the module docstring)
+    ("deepseek-v4-flash", 1): (64_280, 309_299, 5, 6_810, 9.439060205580029, [4, 8, 64, 256], 1_002_240),
+    ("deepseek-v4-flash", 8): (64_280, 309_299, 5, 6_810, 9.439060205580029, [4, 8, 64, 256], 1_002_240),
+    ("deepseek-v4-pro", 1): (44_864, 215_874, 5, 6_810, 6.587958883994126, [4, 8, 64, 256], 1_435_968),
+    ("deepseek-v4-pro", 8): (44_864, 215_874, 5, 6_810, 6.587958883994126, [4, 8, 64, 256], 1_435_968),
     ("gemma-3-27b", 1): (49_152, 187_673, 7, 8_582, 5.727336285248194, [16], 1_310_720),
     ("gemma-3-27b", 8): (393_216, 1_501_386, 7, 8_582, 45.81869028198555, [16], 163_840),
     ("glm-5", 1): (10_051, 643_264, 1, 512, 19.630859375, [64], 6_409_728),
@@ -71,14 +75,46 @@ def test_vllm_0_33_figures_equal_the_engines_own_code(name, tp):
     assert (s["block_sizes"], s["block_bytes"]) == (block_sizes, block_bytes)
 
 
-def test_deepseek_v4_is_still_refused_under_the_engines():
-    # vLLM 0.33.0 sizes V4 Flash (same command, TP 1) in 5 packed groups, 328,878 B/token over its 167 KV layers,
-    # 64,280 blocks of 1,002,240 B, logged 309,299 tokens, 9.4391x: its compressor states and indexer pages are not
-    # modelled here yet, so --engine refuses V4 rather than print a figure that is not the engine's
-    model = catalog.load_model(str(CONFIGS / "deepseek-v4-flash" / "config.json"))
-    with pytest.raises(Exception, match="not modelled"):
-        kvcalc_vllm("deepseek-v4-flash", 1)
-    assert model.layer_groups
+# vLLM 0.33.0's DeepSeek V4 groups (same command): (layers, block size, window, bytes of one block of the group) and
+# the bytes per token it sums over its KV layers (page / block size); TP 8 gives the same: the latent is replicated
+VLLM_0_33_V4_GROUPS = {
+    "deepseek-v4-flash": ([(22, 64, 128, 823_680), (21, 64, 128, 786_240), (62, 256, None, 1_002_240),
+                           (42, 4, 8, 870_912), (20, 8, 128, 656_640)], 328_878.0, 167),
+    "deepseek-v4-pro": ([(31, 64, 128, 1_160_640), (30, 64, 128, 1_123_200), (91, 256, None, 1_435_968),
+                         (31, 8, 128, 1_017_792), (60, 4, 8, 1_244_160)], 479_558.25, 243),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VLLM_0_33_V4_GROUPS))
+@pytest.mark.parametrize("tp", [1, 8])
+def test_vllm_0_33_deepseek_v4_groups_equal_the_engines(name, tp):
+    groups, per_token, kv_layers = VLLM_0_33_V4_GROUPS[name]
+    s = kvcalc_vllm(name, tp)
+    mine = sorted((g.layers, g.block_size, g.window_tokens, b) for g, b in zip(s["kgroups"], s["group_bytes"]))
+    assert mine == sorted(groups, key=lambda g: (g[0], g[1], g[2] or 0, g[3]))
+    assert (s["kv_bytes_per_token_per_gpu"], s["kv_layers"]) == (per_token, kv_layers)
+
+
+def test_vllm_deepseek_v4_pages_by_hand():
+    # V4 Flash, 584 B entries, pages padded to multiples of 576 B: raw window 64 x 584 = 37,376 -> 37,440;
+    # CSA 256 / 4 = 64 entries -> 37,440; HCA 256 / 128 = 2 -> 1,168 -> 1,728; indexer 64 x (128 + 4) = 8,448
+    # -> 8,640; C4 compressor 4 x 2 x 2 x 512 x 4 B = 32,768 -> 32,832, its indexer's 4 x 2 x 2 x 128 x 4 = 8,192
+    # -> 8,640; C128 compressor 8 x 2 x 1 x 512 x 4 = 32,768 -> 32,832
+    from kvcalc.memory.engine_vllm_v4 import approximate_gcd, layer_specs
+
+    model = catalog.load_model("deepseek-v4-flash")
+    pages = sorted({(key, page) for key, page, _ in layer_specs(model)})
+    assert pages == sorted([(("sliding", 64, 128), 37_440), (("full", 256, None), 37_440),
+                            (("full", 256, None), 1_728), (("full", 256, None), 8_640),
+                            (("sliding", 4, 8), 32_832), (("sliding", 4, 8), 8_640), (("sliding", 8, 128), 32_832)])
+    # repeats per group: at least 21 (the C4 states' 21 + 21), least padding over 43, 21, 20: d = 22 pads 1 + 1 + 2
+    assert approximate_gcd([43, 21, 20], 21) == 22
+    assert approximate_gcd([61, 30, 31], 30) == 31     # V4 Pro: 31 pads 1 + 1 + 0
+
+
+def test_vllm_deepseek_v4_takes_only_its_backend_block_size():
+    with pytest.raises(Exception, match="256-token blocks"):
+        kvcalc_vllm("deepseek-v4-flash", 1, block_size=16)
 
 
 def test_gpt_oss_by_hand_and_the_older_rules():
@@ -106,6 +142,12 @@ def test_gpt_oss_by_hand_and_the_older_rules():
 # 80 x 0.875 - 10 = 60 GiB. Row: (max_total_num_tokens, full pool tokens, sliding pool tokens (hybrid SWA only),
 # max_running_requests, max_mamba_cache_size (Mamba hybrids), page size).
 SGLANG_0_5_23 = {
+    # DeepSeek V4 (DSV4PoolConfigurator; the same sglang_kv.run call, which also read off its bytes per full token,
+    # 7,086.75 Flash / 10,115.25 Pro, and its fixed C128 state, 2,715,811,840 / 4,209,508,352 B)
+    ("deepseek-v4-flash", 1): (8707584, 8707584, 870656, 256, None, 256),
+    ("deepseek-v4-flash", 8): (8707584, 8707584, 870656, 256, None, 256),
+    ("deepseek-v4-pro", 1): (5952768, 5952768, 595200, 256, None, 256),
+    ("deepseek-v4-pro", 8): (5952768, 5952768, 595200, 256, None, 256),
     ("gemma-3-27b", 1): (126843, None, None, 2048, None, 1),
     ("gemma-3-27b", 8): (1014750, None, None, 4096, None, 1),
     ("glm-5", 1): (643264, None, None, 4096, None, 64),
@@ -138,6 +180,19 @@ def test_sglang_0_5_23_figures_equal_the_engines_own_code(name, tp):
     assert (s["kv_cache_tokens"], s["max_num_seqs"], s["max_mamba_cache_size"], s["block_size"]) == \
         (tokens, running, mamba, page)
     assert (s["full_kv_cache_tokens"] if split else None, s["swa_kv_cache_tokens"] if split else None) == (full, swa)
+
+
+def test_sglang_deepseek_v4_pool_terms_by_hand():
+    from kvcalc.memory.engine_sglang_v4 import dsv4_pools
+
+    model = catalog.load_model(str(CONFIGS / "deepseek-v4-flash" / "config.json"))
+    p = dsv4_pools(model, 60 * GiB)
+    # per SWA slot: 585 B x 43 layers + 8 / 256 x (2 x 2 x 512 + 2 x 2 x 128) x 4 B x 21 = 25,155 + 6,720
+    assert p["bytes_per_swa_token"] == 31_875
+    # per full token: 0.1 x 31,875 + 21 x (585 / 4 + 132 / 4) + 20 x 864 / 128 = 3,187.5 + 3,764.25 + 135
+    assert p["bytes_per_full_token"] == 7_086.75
+    # C128 state: ceil((257 x 128 + 129) / 128) x 128 = 33,152 rows x 2 x 512 x 4 B x 20 layers
+    assert p["fixed_bytes"] == 33_152 * 4096 * 20 == 2_715_811_840
 
 
 def test_sglang_gemma_3_is_not_hybrid_swa_and_the_multimodal_reserve():

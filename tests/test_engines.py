@@ -219,8 +219,8 @@ def test_cli_solve_vllm_and_sglang():
 def test_cli_solve_ideal():
     rc, out, err = run("-m", "llama-3-8b", "--gpus", "1", "--solve", "max-model-len", "--format", "json")
     assert rc == 0, err
-    # (80e9 x 0.9 - 8,030,261,248 x 2) / 131,072 B = 55,939,477,504 / 131,072 = 426,784.3 -> 426,784 tokens
-    assert json.loads(out)["results"][0]["value"] == 426_784
+    # (79.19 GiB as CUDA reports an H100 x 0.9 - 8,030,261,248 x 2) / 131,072 B = 461,319.97 -> 461,319 tokens
+    assert json.loads(out)["results"][0]["value"] == 461_319
 
 
 def test_cli_ideal_unchanged_by_the_engine_flag():
@@ -233,8 +233,8 @@ def test_cli_ideal_unchanged_by_the_engine_flag():
     (("--engine", "trt"), "--engine"), (("--engine", "vllm", "--total-memory", "79"), "--total-memory"),
     (("--solve", "everything"), "--solve"), (("--engine", "vllm", "--gpu-memory-utilization", "1.5"),
                                              "--gpu-memory-utilization"),
-    (("--engine", "vllm", "-m", "deepseek-v4-flash"), "--engine vllm"),
-    (("--engine", "sglang", "-m", "deepseek-v4-flash"), "--engine sglang"),
+    (("--engine", "vllm", "-m", "deepseek-v4-flash", "--block-size", "16"), "--block-size"),
+    (("--engine", "sglang", "-m", "deepseek-v4-flash", "--mem-fraction-static", "1.5"), "--mem-fraction-static"),
     (("--engine", "vllm", "--attention", "dp"), "--attention dp"),
     (("--engine", "vllm", "--weights-memory", "-3GiB"), "--weights-memory"),
     (("--engine", "vllm", "--solve", "max-concurrency", "--concurrency", "0"), "--concurrency"),

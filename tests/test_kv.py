@@ -48,8 +48,9 @@ def test_mla_layouts_deepseek_v3():
 
 
 def test_v32_mla_plus_indexer():
-    assert per_token("deepseek-v3.2") == 48_068                     # (656 + 132) x 61
-    assert per_token("deepseek-v3.2", mla_layout="bf16") == 78_324  # (1,152 + 132) x 61
+    # the preset follows its config.json and the engines' default KV dtype (auto = bf16): (1,152 + 132) x 61
+    assert per_token("deepseek-v3.2") == 78_324
+    assert per_token("deepseek-v3.2", mla_layout="fp8-flashmla") == 48_068  # DeepSeek's FP8 layout: (656 + 132) x 61
 
 
 def test_v4_flash_reference_values():
@@ -77,7 +78,7 @@ def test_v4_pro_reference_values():
 
 def test_v4_to_v32_ratios_at_1m():
     L = 1_048_576
-    v32 = request_bytes(groups("deepseek-v3.2"), L)
+    v32 = request_bytes(groups("deepseek-v3.2", mla_layout="fp8-flashmla"), L)  # the paper's V3.2: its FP8 layout
     flash = request_bytes(groups("deepseek-v4-flash"), L, include_state=False)
     pro = request_bytes(groups("deepseek-v4-pro"), L, include_state=False)
     assert round(100 * flash / v32, 1) == 7.3    # the paper's "7%"
@@ -99,7 +100,7 @@ def test_sliding_window_caps_at_window():
 
 def test_decode_reads_top_k_only_for_sparse_layers():
     # V3.2 at 8,192 tokens: main cache top-2048 x 656 + every indexer key 8,192 x 132, x 61 layers
-    assert read_bytes(groups("deepseek-v3.2"), 8192) == 61 * (2048 * 656 + 8192 * 132)
+    assert read_bytes(groups("deepseek-v3.2", mla_layout="fp8-flashmla"), 8192) == 61 * (2048 * 656 + 8192 * 132)
     # V4 Flash CSA at 4,096: window 128 + top-512 of 1,024 compressed entries x 584 + 1,024 x 68 indexer
     g = [x for x in groups("deepseek-v4-flash") if x.kind == "csa"][0]
     assert att.read_bytes_per_step(g, 4096) == 21 * ((128 + 512) * 584 + 1024 * 68)

@@ -107,11 +107,12 @@ def test_chart_field_errors_name_the_flag():
 # ------------------------------------------------------------------ every point = the single-point command
 
 def test_capacity_by_hand():
-    # Llama-3-70B at 4,096 tokens on 8 x H100 (80e9 B, 90% usable): budget per GPU = 72e9 - 70,553,706,496 x 2 / 8
-    # = 54,361,573,376 B; KV per request = 80 layers x 8 heads x 256 x 2 B x 4,096 = 1,342,177,280 B, 1/8 per GPU
-    # (8 KV heads over TP 8) = 167,772,160 B -> floor(324.02) = 324; at 8,192 tokens floor(162.01) = 162.
+    # Llama-3-70B at 4,096 tokens on 8 x H100 (79.19 GiB = 85,029,615,042.56 B as CUDA reports it, 90% usable):
+    # budget per GPU = 76,526,653,538.3 - 70,553,706,496 x 2 / 8 = 58,888,226,914.3 B; KV per request = 80 layers
+    # x 8 heads x 256 x 2 B x 4,096 = 1,342,177,280 B, 1/8 per GPU (8 KV heads over TP 8) = 167,772,160 B
+    # -> floor(351.0) = 351; at 8,192 tokens floor(175.5) = 175.
     rows = sw.sweep_rows("capacity", axes("capacity", "context=4k,8k"), {"model": "llama-3-70b"})
-    assert [r["max_requests"] for r in rows] == [324, 162]
+    assert [r["max_requests"] for r in rows] == [351, 175]
     assert rows[0]["kv_bytes_per_request"] == 1_342_177_280
 
 

@@ -1,5 +1,6 @@
 """``kvcalc capacity``: requests that fit on a node after the weights, block size and page-in time."""
 
+from dataclasses import replace
 from typing import Annotated, Optional
 
 import typer
@@ -10,6 +11,9 @@ from kvcalc.out.units import MAX_BLOCK_TOKENS, MAX_GPUS, MAX_REQUESTS, MAX_TOKEN
 
 E = "Engine (what vLLM/SGLang allocate)"
 ARTICLE_MODELS = ["mha-96l-64h", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro"]
+# the article's table states V3.2 in DeepSeek's FP8 FlashMLA layout (656 B + 132 B indexer per layer); the preset
+# follows the config.json and the engines' default (bf16), so the article view asks for its own layout explicitly
+ARTICLE_LAYOUTS = {"deepseek-v3.2": {"mla_layout": "fp8-flashmla"}}
 
 
 def capacity(
@@ -145,6 +149,10 @@ def capacity(
     from kvcalc.cli.common import weights_dtype as with_dtype
 
     loaded = [(catalog.name_of(m), with_dtype(catalog.load_model(m), weights_dtype)) for m in (model or ARTICLE_MODELS)]
+    if not model:  # the article's view: its own stated layouts, and its stated 80 GB (datasheet GB) per GPU
+        loaded = [(n, replace(m, **ARTICLE_LAYOUTS.get(n, {}))) for n, m in loaded]
+        if engine == "ideal":
+            hw = replace(hw, cuda_total_gib=None, cuda_total_source=None)
     refuse_unused_kv_params(ctx, kv_dtype, [m for _, m in loaded])
     args = (loaded, catalog.name_of(hardware), hw, catalog.name_of(link_ref), catalog.load_link(link_ref), inp)
     if engine == "ideal" and solve is None:

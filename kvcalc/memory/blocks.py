@@ -187,14 +187,26 @@ def _explain_row(name: str, groups: list[att.GroupLayout], align: int | None, r:
             f"- {fmt_count(r['context_tokens'])} = {fmt_count(r['last_block_waste_tokens'])} tokens unused")
 
 
-def engine_note(name: str, groups: list[att.GroupLayout], engine: str) -> str:
+def engine_note(name: str, groups: list[att.GroupLayout], engine: str, model: ModelPreset | None = None) -> str:
     """What vLLM or SGLang pages for this model on one GPU: block size, KV-cache groups, one pool block."""
-    if engine == "sglang":
-        return f"{name}: SGLang pages single tokens (page size 1): no block overhead, no last-block waste"
     from kvcalc.memory.engine_common import check_engine_groups
     from kvcalc.memory.engine_vllm import block_layout
+    from kvcalc.memory.engine_vllm_v4 import is_v4, v4_block_layout
+
+    if engine == "sglang":
+        from kvcalc.memory.engine_sglang import page_size
+        from kvcalc.memory.engine_sglang_v4 import DSV4_PAGE
+
+        page = DSV4_PAGE if is_v4(groups) else page_size(groups)
+        if page == 1:
+            return f"{name}: SGLang pages single tokens (page size 1): no block overhead, no last-block waste"
+        return f"{name}: SGLang pages {page}-token pages (" + ("DeepSeek V4's" if is_v4(groups) else "DSA's") + ")"
 
     check_engine_groups(groups, engine)
+    if model is not None and is_v4(groups):
+        lay = v4_block_layout(model)
+        return (f"{name}: vLLM pages DeepSeek V4 in {', '.join(map(str, lay['block_sizes']))}-token blocks; "
+                f"{lay['groups_text']}; one block of the pool = {lay['block_bytes']:,.0f} B on every TP rank")
     lay = block_layout(groups, 1, None)
     grouping = (f"{lay['kv_groups']} KV-cache groups of {lay['group_size']} layers ({lay['padding_layers']} "
                 f"padding), one block table each (--tables {lay['kv_groups']})" if lay["kv_groups"] > 1
@@ -243,7 +255,7 @@ def blocks_result(models: list[tuple[str, ModelPreset]], inp: BlockInputs, opts:
             notes.append(f"{name}: each layer's page padded to a multiple of {model.page_align_bytes} B "
                          "(indexer keys unpadded)")
         if engine != "ideal":
-            notes.append(engine_note(name, groups, engine))
+            notes.append(engine_note(name, groups, engine, model))
         if all(r["block_bytes"] == 0 for r in mrows):
             notes.append(f"{name}: pages no KV per token (window ring only): no block overhead")
     main = Table("blocks", f"Paged block size sweep; table overhead with {inp.entry_bytes:g} B entries, "

@@ -107,7 +107,7 @@ def capacity_static(name: str, model: ModelPreset, groups: list[att.GroupLayout]
     block_bytes = paged_block_bytes(groups, inp.block_tokens, model.page_align_bytes) / inp.kv_compression
     bw = link.bandwidth_bytes_per_s(inp.bandwidth)
     return {
-        "model": name, "hardware": hw_name, "attention": inp.attention, "hbm_bytes_per_gpu": hw.hbm_bytes,
+        "model": name, "hardware": hw_name, "attention": inp.attention, "hbm_bytes_per_gpu": hw.device_memory_bytes,
         "weight_bytes": model.weight_bytes, "block_tokens": inp.block_tokens, "block_bytes": block_bytes,
         "block_valid": inp.block_tokens % model.block_tokens_multiple == 0,
         "link": link_name, "link_bandwidth_bytes_per_s": bw, "link_latency_s": link.latency_s,
@@ -126,7 +126,7 @@ def capacity_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset
     """One model on one node: budget, requests that fit, block bytes and page-in time (raw SI units)."""
     groups = att.resolve_groups(model, opts)
     parts = capacity_static(name, model, groups, hw_name, hw, link_name, link, inp) | capacity_arrays(
-        groups, model.weight_bytes, hw.hbm_bytes, inp.context_tokens, inp.gpus, inp.hbm_utilization,
+        groups, model.weight_bytes, hw.device_memory_bytes, inp.context_tokens, inp.gpus, inp.hbm_utilization,
         inp.reserve_bytes_per_gpu, inp.attention, block=page_in_block(model, link, inp),
         kv_scale=1.0 / inp.kv_compression)
     return {k: parts[k] for k in ROW_KEYS}
@@ -161,12 +161,12 @@ def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, li
     place = ("data-parallel attention: each GPU holds whole requests" if inp.attention == "dp" else
              f"tensor-parallel attention over {inp.gpus} GPUs: GQA KV shards by KV head, "
              "a single latent head (MLA, V4) is replicated on every GPU")
-    notes = [f"{inp.gpus} x {hw.display_name}, {fmt_bytes(hw.hbm_bytes)} HBM each (GB = 1e9 B), "
+    notes = [f"{inp.gpus} x {hw.display_name}, {hw.device_memory_label}, "
              f"{fmt_percent(inp.hbm_utilization)} usable; weights spread evenly over the GPUs; {place}.",
              f"{inp.block_tokens}-token blocks paged in over {link.display_name} ({inp.bandwidth} bandwidth): "
              "latency + bytes / bandwidth, each GPU loading its own share of the block over its own link."]
     lines = []
-    usable, reserve = hw.hbm_bytes * inp.hbm_utilization, inp.reserve_bytes_per_gpu
+    usable, reserve = hw.device_memory_bytes * inp.hbm_utilization, inp.reserve_bytes_per_gpu
     if reserve >= usable:
         notes.append(f"the reserve ({fmt_bytes(reserve)} per GPU) is not below the usable HBM ({fmt_bytes(usable)} "
                      "per GPU): no room for weights or KV")
@@ -186,7 +186,7 @@ def capacity_result(models, hw_name: str, hw: HardwarePreset, link_name: str, li
             notes.append(f"{n}: {inp.block_tokens}-token blocks are not valid for this model "
                          f"(engines need a multiple of {m.block_tokens_multiple} tokens)")
         lines.append(
-            f"{n}: per-GPU budget = {fmt_bytes(hw.hbm_bytes)} x {inp.hbm_utilization:g} - "
+            f"{n}: per-GPU budget = {fmt_bytes(hw.device_memory_bytes)} x {inp.hbm_utilization:g} - "
             f"{fmt_bytes(r['weight_bytes'])} / {inp.gpus}"
             + (f" - reserve {fmt_bytes(reserve)}" if reserve else "") + f" = {fmt_bytes(r['kv_budget_bytes_per_gpu'])}; "
             f"requests = floor({fmt_bytes(r['kv_budget_bytes_per_gpu'])} / "

@@ -200,6 +200,7 @@ def check_engine_groups(groups: list[att.GroupLayout], engine: str) -> None:
     from kvcalc.out.errors import InputError
 
     known = ("full", "sliding", "chunked", "mla", "dsa", "flat") + att.RECURRENT_KINDS
+    known += ("swa", "csa", "hca")  # DeepSeek V4's compressed layers: engine_vllm_v4, engine_sglang_v4
     for g in groups:
         if g.kind not in known:
             raise InputError(f"--engine {engine}: {g.kind} layers ({g.name}) are not modelled by the engine "

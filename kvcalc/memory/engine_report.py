@@ -103,8 +103,13 @@ def log_lines(name: str, s: dict, max_model_len: int) -> list[str]:
             lines.append(f"  Mamba state pool: max_mamba_cache_size {s['max_mamba_cache_size']:,} x "
                          f"{s['mamba_state_bytes_per_request']:,.0f} B = {gib(s['mamba_pool_bytes'])}; max running "
                          f"requests {s['max_num_seqs']:,}")
-        lines.append(f"  {gib(s['kv_cache_memory_bytes'] - s['mamba_pool_bytes'])} / "
-                     f"{s['kv_bytes_per_token_per_gpu']:,.0f} B per token = {s['profiled_tokens']:,} tokens")
+        if s.get("dsv4"):
+            lines.append(f"  ({gib(s['kv_cache_memory_bytes'])} - {gib(s['dsv4']['fixed_bytes'])} C128 state) / "
+                         f"{s['kv_bytes_per_token_per_gpu']:,.2f} B per full token = {s['profiled_tokens']:,} tokens "
+                         f"(pages of {s['block_size']})")
+        else:
+            lines.append(f"  {gib(s['kv_cache_memory_bytes'] - s['mamba_pool_bytes'])} / "
+                         f"{s['kv_bytes_per_token_per_gpu']:,.0f} B per token = {s['profiled_tokens']:,} tokens")
         if s["swa_full_tokens_ratio"] is not None:
             lines.append(f"  Use sliding window memory pool. full_layer_tokens={s['full_kv_cache_tokens']}, "
                          f"swa_layer_tokens={s['swa_kv_cache_tokens']}")
@@ -117,7 +122,8 @@ def log_lines(name: str, s: dict, max_model_len: int) -> list[str]:
             f"{gib(t['cuda_graphs'].value)}; the rest of the memory reserved for KV Cache is "
             f"{gib(s['kv_cache_memory_bytes'])}",
             f"  # GPU blocks: {s['num_gpu_blocks']} = floor({s['kv_cache_memory_bytes']:,.0f} B / "
-            f"{s['block_bytes']:,.0f} B per block of {s['block_size']} tokens)",
+            f"{s['block_bytes']:,.0f} B per block" + (f": {s['pool_block_text']})" if s.get("pool_block_text") else
+                                                       f" of {s['block_size']} tokens)"),
             f"  GPU KV cache size: {s['kv_cache_tokens']:,} tokens",
             f"  Maximum concurrency for {max_model_len:,} tokens per request: {s['max_concurrency']:.2f}x "
             f"({s['num_gpu_blocks']:,} / {s['blocks_per_request']:,} blocks per request)"]
@@ -167,17 +173,17 @@ def engine_result(models, hw_name: str, hw: HardwarePreset, link_name: str, link
             notes.append(f"{name}: max_model_len {einp.max_model_len:,} exceeds the {s['kv_cache_tokens']:,} "
                          "tokens of KV cache: the engine would refuse to start")
         if s["kv_groups"] > 1:
-            from kvcalc.memory.engine_vllm import logged_formula
+            from kvcalc.memory.engine_vllm import groups_text, logged_formula
 
-            notes.append(f"{name}: hybrid KV cache manager: {s['kv_groups']} groups of {s['group_size']} layers "
-                         f"with {s['padding_layers']} padding; the logged {s['kv_cache_tokens']:,} tokens = "
+            notes.append(f"{name}: hybrid KV cache manager: {groups_text(s)}; the logged {s['kv_cache_tokens']:,} tokens = "
                          f"{logged_formula(s)}, while one request of full-attention tokens can hold "
                          f"{max_model_len_fit('vllm', s, None):,} tokens (sliding and state layers hold only a few blocks)")
     title = ("vLLM" if einp.engine == "vllm" else "SGLang") + " KV cache per GPU, as its start-up log reports it"
     main = Table("engine", title, tuple(Column(*c) for c in ENGINE_COLUMNS), tuple(rows))
     walk_t = Table("walk", "From kvcalc's ideal budget to the engine's figure, term by term (per GPU)",
                    tuple(Column(*c) for c in WALK_COLUMNS), tuple(walk))
-    notes.append("Memory in GiB (2^30 B) as engine logs print it; the ideal budget uses the datasheet's GB (1e9 B).")
+    notes.append("Memory in GiB (2^30 B) as engine logs print it; the ideal budget uses the memory CUDA reports "
+                 "where the hardware preset gives it (cuda_total_gib), else the datasheet's GB (1e9 B).")
     return Result("capacity", _inputs(models, hw_name, inp, einp, opts), main, (walk_t,), tuple(lines),
                   tuple(notes))
 
@@ -235,7 +241,7 @@ def solve_row(name: str, model: ModelPreset, hw_name: str, hw: HardwarePreset, l
         else:
             need = concurrency * per_gpu_request_bytes(groups, L, tp) + ideal["weight_bytes_per_gpu"] \
                 + inp.reserve_bytes_per_gpu
-            value = need / hw.hbm_bytes
+            value = need / hw.device_memory_bytes
         row.update(value=value, kv_bytes_per_request=request_bytes(groups, L))
         return row
     s = sizing(einp.engine, model, engine_groups(einp.engine, model, opts), hw, einp)

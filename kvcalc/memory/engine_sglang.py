@@ -10,9 +10,9 @@ DefaultPoolConfigurator / HybridSWAPoolConfigurator; configs/model_config.py is_
          attention layer on this GPU; page 64 tokens for DSA (sparse MLA), else 1
 
 Activations and CUDA graphs live in the (1 - mem_fraction_static) share and are not subtracted. Default
-mem_fraction_static by TP size: 0.88 (1), 0.87 (>= 2), 0.85 (>= 4), 0.81 (>= 8), 0.79 (>= 16) (v0.4.x's table;
-0.5.23 derives it from reserved memory, not modelled: give --mem-fraction-static). "Free memory at start"
-defaults to the CUDA total minus non-torch memory.
+mem_fraction_static: 0.5.23 derives it from reserved memory (engine_sglang_args: 0.829 dense / 0.815 MLA on one
+H100); with --engine-version below 0.5, v0.4.x's table by TP size: 0.88 (1), 0.87 (>= 2), 0.85 (>= 4),
+0.81 (>= 8), 0.79 (>= 16). "Free memory at start" defaults to the CUDA total minus non-torch memory.
 
 Separate pools for hybrids:
 - Sliding + full attention, for the architectures SGLang marks hybrid SWA (gpt-oss, Llama 4 whose chunked layers
@@ -24,8 +24,9 @@ Separate pools for hybrids:
   (a padding slot); the attention pool gets what is left, its cell counting the attention layers only.
 - Running requests: min(int(tokens / context_len x 512) clamped to 2,048..4,096, tokens // 2), and at most K // 5
   for Mamba hybrids (3 slots + 2 of the radix cache's extra buffer under the overlap scheduler).
+DeepSeek V4's compressed pools: engine_sglang_v4 (DSV4PoolConfigurator).
 Not modelled: speculative-decoding draft pools, the SWA chunk cache sized from max_running_requests (radix cache
-off), DeepSeek V4's compressed pools.
+off).
 """
 
 from __future__ import annotations
@@ -34,16 +35,32 @@ import math
 from typing import Optional
 
 from kvcalc.memory import engine_common as ec
+from kvcalc.memory.engine_sglang_args import default_mem_fraction_static
+from kvcalc.memory.engine_sglang_v4 import dsv4_fraction_kv_bytes, dsv4_note, dsv4_pools
+from kvcalc.memory.engine_vllm_v4 import is_v4
 from kvcalc.model import attention as att
 from kvcalc.model.schema import HardwarePreset, ModelPreset
 from kvcalc.out import units
 
 MEM_FRACTION_BY_TP = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+RESERVED_MEMORY_SINCE = (0, 5)   # mem_fraction_static from reserved memory (kvcalc follows 0.5.23's rule)
 
 
 def default_mem_fraction(tp: int) -> float:
     """SGLang's mem_fraction_static for a TP size (server_args.py, v0.4.x)."""
     return next(f for n, f in MEM_FRACTION_BY_TP if tp >= n)
+
+
+def mem_fraction(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwarePreset,
+                 inp: ec.EngineInputs) -> tuple[float, str]:
+    """mem_fraction_static and where it came from: given; SGLang 0.5.23's from reserved memory
+    (engine_sglang_args); or, with --engine-version below 0.5, v0.4.x's table by TP size."""
+    if inp.mem_fraction_static:
+        return inp.mem_fraction_static, "given"
+    if ec.engine_version(inp) < RESERVED_MEMORY_SINCE:
+        return default_mem_fraction(inp.tp), f"SGLang v0.4.x default at TP {inp.tp}"
+    return default_mem_fraction_static(model, groups, ec.total_memory(hw, inp).value, inp.tp,
+                                       inp.max_num_batched_tokens, vlm=multimodal_reserve(model) > 0)
 
 
 def free_at_start(hw: HardwarePreset, inp: ec.EngineInputs) -> ec.Resolved:
@@ -140,7 +157,7 @@ def sglang_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: Hardwar
     """SGLang's figures for one model on one GPU of a TP group (raw SI units) and the terms behind them."""
     ec.check_engine_groups(groups, "sglang")
     free = free_at_start(hw, inp)
-    frac = inp.mem_fraction_static or default_mem_fraction(inp.tp)
+    frac, frac_origin = mem_fraction(model, groups, hw, inp)
     w = ec.weights(model, inp)
     # _profile_available_bytes: free after loading - free at start x (1 - mem_fraction_static) - multimodal reserve
     mm = multimodal_reserve(model)
@@ -148,12 +165,20 @@ def sglang_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: Hardwar
     per_req = mamba_state_bytes_per_request(groups, inp.tp)
     mamba_size, mamba_bytes = mamba_pool(rest, per_req, inp)
     kv_rest = rest - mamba_bytes
-    full_cell, swa_cell, window = _cells(groups, inp.tp, hybrid_swa(model))
+    v4 = dsv4_pools(model, kv_rest, inp.swa_full_tokens_ratio, inp.max_num_seqs) if is_v4(groups) else None
+    if v4:  # DSV4PoolConfigurator (engine_sglang_v4): compressed pools per full token, the SWA pool per slot
+        full_cell, swa_cell, window = v4["compressed_bytes_per_full_token"], v4["bytes_per_swa_token"], \
+            v4["window_tokens"]
+    else:
+        full_cell, swa_cell, window = _cells(groups, inp.tp, hybrid_swa(model))
     cell = full_cell + swa_cell
-    page = page_size(groups)
-    ratio = inp.swa_full_tokens_ratio or SWA_FULL_TOKENS_RATIO
+    page = v4["page"] if v4 else page_size(groups)
+    ratio = v4["swa_ratio"] if v4 else inp.swa_full_tokens_ratio or SWA_FULL_TOKENS_RATIO
     split = bool(swa_cell and full_cell)
-    if split:  # HybridSWAPoolConfigurator: one floor over F + r S, the sliding pool int(full x r)
+    if v4:
+        full_tokens = tokens = v4["full_tokens"]
+        swa_tokens = v4["swa_tokens"]
+    elif split:  # HybridSWAPoolConfigurator: one floor over F + r S, the sliding pool int(full x r)
         full_tokens = max(0, math.floor(kv_rest / (full_cell + ratio * swa_cell))) // page * page
         swa_tokens = int(full_tokens * ratio) // page * page
         tokens = full_tokens
@@ -161,9 +186,10 @@ def sglang_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: Hardwar
         tokens = (max(0, math.floor(kv_rest / cell)) // page * page) if cell else 0
         full_tokens, swa_tokens = (tokens, 0) if full_cell else (0, tokens)
     logged = full_tokens if full_cell else swa_tokens
-    pool = full_tokens * full_cell + swa_tokens * swa_cell  # what the attention pools take [B]
+    pool = full_tokens * full_cell + swa_tokens * swa_cell + (v4["fixed_bytes"] if v4 else 0)  # the pools [B]
     s = {
         "engine": "sglang", "terms": {"total": free, "weights": w}, "mem_fraction_static": frac,
+        "mem_fraction_origin": frac_origin,
         "block_size": page, "kv_cache_memory_bytes": rest, "kv_bytes_per_token_per_gpu": cell, "pool_bytes": pool,
         "block_bytes": cell * page, "num_gpu_blocks": logged // page, "kv_cache_tokens": logged, "kv_groups": 1,
         "padding_layers": 0, "full_cell_bytes": full_cell, "swa_cell_bytes": swa_cell, "window_tokens": window,
@@ -171,10 +197,13 @@ def sglang_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: Hardwar
         "full_kv_cache_tokens": full_tokens, "swa_kv_cache_tokens": swa_tokens, "multimodal_reserve_bytes": mm,
         "mamba_state_bytes_per_request": per_req, "max_mamba_cache_size": mamba_size if per_req else None,
         "mamba_pool_bytes": mamba_bytes, "mamba_size_given": inp.max_mamba_cache_size is not None,
-        "mamba_full_memory_ratio": inp.mamba_full_memory_ratio or MAMBA_FULL_MEMORY_RATIO,
+        "mamba_full_memory_ratio": inp.mamba_full_memory_ratio or MAMBA_FULL_MEMORY_RATIO, "dsv4": v4,
     }
+    if v4:  # what a full token costs, the SWA pool's share included (the configurator's coefficient)
+        s["kv_bytes_per_token_per_gpu"] = v4["bytes_per_full_token"]
     s["max_concurrency"] = sglang_fits(s, inp.max_model_len, exact=True)
-    s["max_num_seqs"] = max_running_requests(logged, inp.max_model_len, mamba_size if per_req else None)
+    s["max_num_seqs"] = v4["max_running_requests"] if v4 else \
+        max_running_requests(logged, inp.max_model_len, mamba_size if per_req else None)
     return s
 
 
@@ -212,7 +241,9 @@ def sglang_required_fraction(sizing: dict, tokens: int, requests: int) -> float:
     full, swa, r, page = (sizing["full_cell_bytes"], sizing["swa_cell_bytes"], sizing["swa_full_tokens_ratio"],
                           sizing["block_size"])
     window_need = requests * min(tokens, sizing["window_tokens"] or tokens)
-    if swa and full:  # full pool F_t with floor(kv / (F + r S)) >= F_t and int(F_t x r) // page x page >= window_need
+    if sizing.get("dsv4"):
+        kv = dsv4_fraction_kv_bytes(sizing["dsv4"], tokens, requests)
+    elif swa and full:  # full pool F_t with floor(kv / (F + r S)) >= F_t and int(F_t x r) // page x page >= window_need
         full_tokens = -(-max(requests * tokens, math.ceil(window_need / r)) // page) * page
         while int(full_tokens * r) // page * page < window_need:
             full_tokens += page
@@ -239,13 +270,14 @@ def sglang_walk(sizing: dict, ideal: dict) -> list[dict]:
     frac = sizing["mem_fraction_static"]
     free = t["total"].value
     rows = [_row("ideal budget", None, ideal["kv_budget_bytes_per_gpu"], per_token,
-                 f"kvcalc capacity: datasheet {units.fmt_bytes(ideal['hbm_bytes_per_gpu'])} x "
+                 f"kvcalc capacity: {units.fmt_gib(ideal['hbm_bytes_per_gpu'])} x "
                  f"{ideal['hbm_utilization']:g} - weights / GPUs - reserve")]
     steps = [
         ("free memory at start", free * ideal["hbm_utilization"] - ideal["weight_bytes_per_gpu"],
          f"{units.fmt_gib(free)} ({t['total'].origin}); the ideal's reserve dropped"),
         ("mem_fraction_static", free * frac - ideal["weight_bytes_per_gpu"],
-         f"x {frac:g}: activations and CUDA graphs live in the other {1 - frac:.2f}"),
+         f"x {frac:g} ({sizing['mem_fraction_origin']}): activations and CUDA graphs live in the other "
+         f"{1 - frac:.2f}"),
         ("model weights", free * frac - t["weights"].value,
          f"{units.fmt_gib(t['weights'].value)} ({t['weights'].origin})"),
     ]
@@ -259,7 +291,10 @@ def sglang_walk(sizing: dict, ideal: dict) -> list[dict]:
     for name, after, note in steps:
         rows.append(_row(name, after - prev, after, per_token, note))
         prev = after
-    rows.append(_row("page rounding", 0.0, prev, per_token, "page size 1: no rounding"))
+    if sizing.get("dsv4"):
+        rows.append(_row("DSV4 pools", 0.0, prev, per_token, dsv4_note(sizing["dsv4"])))
+    else:
+        rows.append(_row("page rounding", 0.0, prev, per_token, "page size 1: no rounding"))
     rows[-1]["tokens"] = sizing["profiled_tokens"]
     if sizing["swa_full_tokens_ratio"] is not None:
         r = sizing["swa_full_tokens_ratio"]

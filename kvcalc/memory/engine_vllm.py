@@ -15,7 +15,8 @@ two rules that changed on the way (older logs: kvcalc followed v0.6.4-v0.20 befo
                     default since 0.26, PR #47728), 1 x before.
 
 Tensor parallel: GQA heads shard over ranks (ceil(kv_heads / tp) per rank); an MLA latent is replicated.
-Not modelled: speculative-decoding draft layers, pipeline parallelism, DeepSeek V4's packed groups.
+DeepSeek V4's compressed attention: its specs and packed groups in ``engine_vllm_v4``.
+Not modelled: speculative-decoding draft layers, pipeline parallelism.
 """
 
 from __future__ import annotations
@@ -26,13 +27,16 @@ from kvcalc.memory import engine_common as ec
 from kvcalc.memory.engine_vllm_layout import (DEFAULT_BLOCK_SIZE, KvGroup, block_layout,  # noqa: F401 (re-exported)
                                               blocks_per_request, enlarged_block_size, group_size_of, kv_groups,
                                               state_page_bytes)
+from kvcalc.memory.engine_vllm_v4 import SPARSE_MLA_BLOCK_V4, is_v4, v4_block_layout
 from kvcalc.model import attention as att
 from kvcalc.model.schema import HardwarePreset, ModelPreset
 from kvcalc.out import units
 
-BIG_GPU_GIB = 70      # vLLM arg_utils: GPUs with >= 70 GiB get the larger server defaults
-SERVER_BATCHED_TOKENS = {True: 8192, False: 2048}
-SERVER_MAX_SEQS = {True: 1024, False: 256}
+# vLLM 0.33 engine/arg_utils.py EngineArgs.get_batch_defaults, the OPENAI_API_SERVER column, by the CUDA total
+# (current_platform.get_device_total_memory) and the device name: (lowest GiB, max_num_batched_tokens, max_num_seqs)
+HUGE_GPU_GIB = 160    # ">= 160GB memory" (B200/B300, MI300X): 16,384 / 1,024
+BIG_GPU_GIB = 70      # >= 70 GiB and not an A100 (PR #17885: large batches cut A100 throughput): 8,192 / 1,024
+SERVER_TIERS = ((HUGE_GPU_GIB, 16384, 1024), (BIG_GPU_GIB, 8192, 1024), (0, 2048, 256))
 ASYNC_SCHEDULING_SINCE = (0, 26)   # in-flight tokens 2 x batched: PR #47728 (issue #49878: v0.25.1 -> v0.26)
 GROUP_AWARE_LOG_SINCE = (0, 21)    # "GPU KV cache size" = int(concurrency x max_model_len): PR #42206 era
 
@@ -52,13 +56,21 @@ def logged_tokens(num_blocks: int, per_request: int, max_model_len: int, kgroups
     return num_blocks // len(kgroups) * min(g.block_size for g in kgroups)
 
 
-def defaults(total_bytes: float, inp: ec.EngineInputs) -> tuple[int | None, int, int]:
-    """(block_size, max_num_batched_tokens, max_num_seqs): given, or vLLM's online-server defaults
-    (8,192 batched tokens and 1,024 sequences on GPUs of >= 70 GiB, else 2,048 and 256; block size None = the
-    attention backend's, see engine_vllm_layout)."""
-    big = total_bytes >= units.gib_to_bytes(BIG_GPU_GIB)
-    return (inp.block_size, inp.max_num_batched_tokens or SERVER_BATCHED_TOKENS[big],
-            inp.max_num_seqs or SERVER_MAX_SEQS[big])
+def server_tier(total_bytes: float, device_name: str = "") -> tuple[int, int]:
+    """vLLM's online-server (max_num_batched_tokens, max_num_seqs) for a GPU of ``total_bytes`` as CUDA reports it
+    (get_batch_defaults, vllm 0.33 engine/arg_utils.py): 16,384 / 1,024 from 160 GiB; 8,192 / 1,024 from 70 GiB
+    unless the device name says A100 (``"a100" not in device_name``); else 2,048 / 256."""
+    for gib, batched, seqs in SERVER_TIERS:
+        if total_bytes >= units.gib_to_bytes(gib) and not (gib == BIG_GPU_GIB and "a100" in device_name.lower()):
+            return batched, seqs
+    return SERVER_TIERS[-1][1:]
+
+
+def defaults(total_bytes: float, inp: ec.EngineInputs, device_name: str = "") -> tuple[int | None, int, int]:
+    """(block_size, max_num_batched_tokens, max_num_seqs): given, or vLLM's online-server defaults for this GPU
+    (``server_tier``; block size None = the attention backend's, see engine_vllm_layout)."""
+    batched, seqs = server_tier(total_bytes, device_name)
+    return inp.block_size, inp.max_num_batched_tokens or batched, inp.max_num_seqs or seqs
 
 
 def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwarePreset,
@@ -67,13 +79,21 @@ def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwareP
     ec.check_engine_groups(groups, "vllm")
     version = ec.engine_version(inp)
     total = ec.total_memory(hw, inp)
-    block_size, batched, max_seqs = defaults(total.value, inp)
+    block_size, batched, max_seqs = defaults(total.value, inp, hw.display_name)
     terms = {"total": total, "weights": ec.weights(model, inp),
              "activation": ec.activation(model, inp, batched, max_seqs), "non_torch": ec.non_torch(inp),
              "cuda_graphs": ec.cuda_graphs(inp)}
     kv_memory = (total.value * inp.gpu_memory_utilization - terms["weights"].value - terms["activation"].value
                  - terms["non_torch"].value - terms["cuda_graphs"].value)
-    lay = block_layout(groups, inp.tp, block_size)
+    if is_v4(groups):  # DeepSeek V4: its own specs and packed groups (engine_vllm_v4); the latent is replicated
+        if block_size not in (None, SPARSE_MLA_BLOCK_V4):
+            from kvcalc.out.errors import InputError
+
+            raise InputError(f"--block-size {block_size}: vLLM's DeepSeek V4 backend takes only "
+                             f"{SPARSE_MLA_BLOCK_V4}-token blocks (DeepseekV4SparseMLABackend)")
+        lay = v4_block_layout(model)
+    else:
+        lay = block_layout(groups, inp.tp, block_size)
     kgroups, block_bytes = lay["kgroups"], lay["block_bytes"]
     # get_kv_cache_config_from_groups: num_blocks = available_memory // bytes_per_block
     num_blocks = max(0, math.floor(kv_memory / block_bytes)) if block_bytes else 0
@@ -108,7 +128,7 @@ def vllm_walk(sizing: dict, ideal: dict) -> list[dict]:
     per_token = sizing["kv_bytes_per_token_per_gpu"]
     util = sizing["gpu_memory_utilization"]
     rows = [_row("ideal budget", None, ideal["kv_budget_bytes_per_gpu"], per_token,
-                 f"kvcalc capacity: datasheet {units.fmt_bytes(ideal['hbm_bytes_per_gpu'])} x "
+                 f"kvcalc capacity: {units.fmt_gib(ideal['hbm_bytes_per_gpu'])} x "
                  f"{ideal['hbm_utilization']:g} - weights / GPUs - reserve")]
     steps = [
         ("memory total as CUDA reports it", t["total"].value * ideal["hbm_utilization"]
@@ -129,6 +149,8 @@ def vllm_walk(sizing: dict, ideal: dict) -> list[dict]:
         prev = after
     pooled = sizing["num_gpu_blocks"] * sizing["block_bytes"]
     rows.append(_row("block rounding", pooled - prev, pooled, per_token,
+                     f"{sizing['num_gpu_blocks']:,} blocks x {units.fmt_bytes_exact(sizing['block_bytes'])} "
+                     f"({sizing['pool_block_text']})" if sizing.get("pool_block_text") else
                      f"{sizing['num_gpu_blocks']:,} blocks of {sizing['block_size']} tokens x "
                      f"{units.fmt_bytes_exact(sizing['block_bytes'])}"))
     if sizing["kv_groups"] == 1:
@@ -137,8 +159,7 @@ def vllm_walk(sizing: dict, ideal: dict) -> list[dict]:
         rows.append({"step": "hybrid grouping/padding", "delta_bytes": None, "delta_gib": "-",
                      "kv_memory_bytes": pooled, "kv_memory_gib": units.fmt_gib(pooled),
                      "tokens": sizing["kv_cache_tokens"],
-                     "note": f"{sizing['kv_groups']} groups of {sizing['group_size']} layers, "
-                             f"{sizing['padding_layers']} padding; logged = " + logged_formula(sizing)})
+                     "note": groups_text(sizing) + "; logged = " + logged_formula(sizing)})
     if sizing["state_page_bytes"]:
         pad = sizing["page_bytes"] / sizing["state_page_bytes"] - 1
         held = next(g.state_blocks for g in sizing["kgroups"] if g.kind == "state")
@@ -153,6 +174,12 @@ def vllm_walk(sizing: dict, ideal: dict) -> list[dict]:
                  "kv_memory_bytes": pooled, "kv_memory_gib": units.fmt_gib(pooled),
                  "tokens": sizing["kv_cache_tokens"], "note": note})
     return rows
+
+
+def groups_text(sizing: dict) -> str:
+    """The KV-cache groups as text: 'N groups of G layers, P padding', or V4's packed groups."""
+    return sizing.get("groups_text") or (f"{sizing['kv_groups']} groups of {sizing['group_size']} layers, "
+                                         f"{sizing['padding_layers']} padding")
 
 
 def logged_formula(sizing: dict) -> str:

@@ -316,6 +316,20 @@ class HardwarePreset:
         return None if self.cuda_total_gib is None else units.gib_to_bytes(self.cuda_total_gib)
 
     @property
+    def device_memory_bytes(self) -> float:
+        """Device memory the ideal capacity view budgets [B]: as CUDA reports it where the preset says
+        (``cuda_total_gib``), else the datasheet's HBM."""
+        return self.hbm_bytes if self.cuda_total_bytes is None else self.cuda_total_bytes
+
+    @property
+    def device_memory_label(self) -> str:
+        """How ``device_memory_bytes`` was read, for notes: GiB as CUDA reports it, or the datasheet's GB."""
+        if self.cuda_total_gib is None:
+            return f"{units.fmt_bytes(self.hbm_bytes)} HBM each (GB = 1e9 B)"
+        return (f"{self.cuda_total_gib:g} GiB HBM each as CUDA reports it (GiB = 2^30 B; the datasheet's "
+                f"{self.hbm_gb:g} GB)")
+
+    @property
     def host_dram_bytes_per_gpu(self) -> Optional[float]:
         """Host DRAM per GPU [B]; None when the preset does not say."""
         return None if self.host_dram_gb_per_gpu is None else units.gb_to_bytes(self.host_dram_gb_per_gpu)

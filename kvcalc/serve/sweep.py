@@ -250,7 +250,7 @@ def capacity_point(s: dict, vec: dict) -> dict:
     link = catalog.load_link(link_ref)
     parts = capacity_static(catalog.name_of(s["model"]), model, groups, catalog.name_of(s["hardware"]), hw,
                             catalog.name_of(link_ref), link, inp) | capacity_arrays(
-        groups, model.weight_bytes, hw.hbm_bytes, v["context"], v["gpus"], v["hbm-utilization"], v["reserve"],
+        groups, model.weight_bytes, hw.device_memory_bytes, v["context"], v["gpus"], v["hbm-utilization"], v["reserve"],
         s["attention"], block=page_in_block(model, link, inp))
     return {k: parts[k] for k in ROW_KEYS}
 

@@ -1,0 +1,78 @@
+"""SGLang's start-up defaults that depend on the GPU: mem_fraction_static from reserved memory (SGLang 0.5.23).
+
+``_handle_gpu_memory_settings`` (python/sglang/srt/arg_groups/memory_hook.py), with gpu_mem the device's memory in
+MiB as CUDA reports it (``get_device_memory_capacity``):
+
+- chunked_prefill_size and the decode CUDA graph's max_bs by gpu_mem: < 20 GiB 2,048 / 8; < 35 GiB 4,096 / 48
+  (160 at TP >= 4); < 60 GiB 4,096 / 32 (160); < 160 GiB 8,192 / 256 (512 at TP >= 4); else 16,384 / 512;
+- reserved_mem [MiB] = 512 + 1.5 x max(chunked_prefill_size, 2,048) + TP x PP / 8 x 1,024
+  + ``reserve_for_graph_mb``: 2 x the decode max_bs, plus the prefill graph's: 1.5 GiB on an MLA backend, else
+  8 MiB per captured prefill size (``generate_prefill_cuda_graph_batch_sizes`` up to chunked_prefill_size:
+  58 sizes at 8,192) - none for DeepSeek V4, whose prefill graph is off;
+  at least 10 GiB when gpu_mem > 60 GiB;
+- mem_fraction_static = round((gpu_mem - reserved_mem) / gpu_mem, 3), then for a model SGLang serves as
+  multimodal x 0.95 x clamp(1 - 0.1 x (ViT layers x ViT hidden^2 / (24 x 1,024^2) - 1), 0.8, 1.05)
+  (``adjust_mem_fraction_for_vlm``; kvcalc's presets do not hold the ViT's shape: SGLang's own defaults for a
+  vision_config without them, 24 layers x 1,024, are used and said).
+
+One H100 (79.19 GiB = 81,089.75 MiB): dense 512 + 12,288 + 128 + 512 + 58 x 8 = 13,904 MiB -> 0.829; MLA
+12,928 + 512 + 1,536 -> 0.815; TP 8 dense 512 + 12,288 + 1,024 + 1,024 + 464 -> 0.811 (tests/test_engine_defaults.py).
+"""
+
+from __future__ import annotations
+
+from kvcalc.model import attention as att
+from kvcalc.model.schema import ModelPreset
+
+MIB = 2**20
+# (below this many GiB, chunked_prefill_size, decode max_bs at TP < 4, at TP >= 4)
+GPU_TIERS = ((20, 2048, 8, 8), (35, 4096, 48, 160), (60, 4096, 32, 160), (160, 8192, 256, 512))
+LARGEST_TIER = (16384, 512, 512)
+RESERVE_FLOOR_MIB = 10 * 1024       # when gpu_mem > 60 GiB
+MLA_PREFILL_GRAPH_MIB = 1.5 * 1024
+PREFILL_GRAPH_MIB_PER_SIZE = 8
+VLM_BASE_FACTOR = 0.95
+
+
+def gpu_defaults(gpu_mib: float, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, decode CUDA graph max_bs) for this GPU [tokens, requests]."""
+    for below_gib, chunk, small, large in GPU_TIERS:
+        if gpu_mib < below_gib * 1024:
+            return chunk, small if tp < 4 else large
+    return LARGEST_TIER[0], LARGEST_TIER[1]
+
+
+def prefill_graph_sizes(max_bs: int) -> list[int]:
+    """``generate_prefill_cuda_graph_batch_sizes``: the token counts the prefill CUDA graph captures."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_bs + 1, 512)))
+    return [s for s in sizes if s <= max_bs]
+
+
+def reserved_mib(groups: list[att.GroupLayout], gpu_mib: float, tp: int, chunk: int, decode_bs: int) -> float:
+    """SGLang's reserved_mem for activations and CUDA graphs [MiB] (the module docstring)."""
+    kinds = {g.kind for g in groups}
+    reserved = 512 + 1.5 * max(chunk, 2048) + tp / 8 * 1024 + 2 * decode_bs
+    if not kinds & {"swa", "csa", "hca"}:  # DeepSeek V4 runs its prefill without a CUDA graph
+        mla = bool(kinds & {"mla", "dsa"})
+        reserved += MLA_PREFILL_GRAPH_MIB if mla else PREFILL_GRAPH_MIB_PER_SIZE * len(prefill_graph_sizes(chunk))
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, RESERVE_FLOOR_MIB)
+    return reserved
+
+
+def default_mem_fraction_static(model: ModelPreset, groups: list[att.GroupLayout], cuda_total_bytes: float,
+                                tp: int, chunked_prefill: int | None = None,
+                                vlm: bool = False) -> tuple[float, str]:
+    """SGLang 0.5.23's mem_fraction_static for this model on a GPU of ``cuda_total_bytes`` at TP ``tp``, and how
+    it came about (text)."""
+    gpu_mib = cuda_total_bytes / MIB
+    chunk, decode_bs = gpu_defaults(gpu_mib, tp)
+    chunk = chunked_prefill or chunk
+    reserved = reserved_mib(groups, gpu_mib, tp, chunk, decode_bs)
+    frac = round((gpu_mib - reserved) / gpu_mib, 3)
+    how = f"SGLang default: ({gpu_mib:,.0f} - {reserved:,.0f} MiB reserved) / {gpu_mib:,.0f} MiB"
+    if vlm:  # the ViT's shape unknown: SGLang's defaults (ViT-L/14) give a complexity ratio of 1, factor 0.95
+        frac *= VLM_BASE_FACTOR
+        how += f" x {VLM_BASE_FACTOR:g} for the vision tower (its shape unknown: SGLang's 24 x 1,024 ViT defaults)"
+    return frac, how
