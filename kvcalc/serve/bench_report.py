@@ -70,7 +70,7 @@ def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
               "seed": spec.seed, "kv_pool_blocks": pool.num_blocks, "block_size": pool.block_size,
               "compute_dtype": sm.math_dtype, "router": spec.router}
     main_row = {c.key: row[c.key] for c in COLUMNS}
-    main_row |= {k: row[k] for k in ("failed", "preemptions", "steps", "cached_tokens", "peak_running")}
+    main_row |= {k: row[k] for k in ("preemptions", "steps", "cached_tokens", "peak_running", "failed")}
     plural = "s" if spec.dp > 1 else ""
     refused = ([f"{row['failed']:,} trace requests longer than max_model_len "
                 f"({spec.max_model_len or spec.model.max_context_tokens:,} tokens) are refused, as vLLM's server "
