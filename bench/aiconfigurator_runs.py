@@ -10,7 +10,7 @@ config.json, or kvcalc's copy of the real one in tests/fixtures/configs/), GPU, 
 mean generated length (total_output_tokens / successful, as kvcalc's prediction uses), its context-token budget per
 step the engine's (the row's --max-num-batched-tokens, else the engine's default: what kvcalc's prediction uses;
 aiconfigurator's own default is one prompt per step). Its batch size is the row's
-number of prompts (a burst: all in flight), halved until aiconfigurator's own KV estimate holds it (it warns
+number of prompts (a burst: all in flight) or its --max-concurrency, halved until aiconfigurator's own KV estimate holds it (it warns
 otherwise): the running set the engine could hold. Written: aiconfigurator's TTFT, TPOT and output tokens/s as it
 prints them, nothing computed here. Its TTFT is a steady-state figure at that batch size, with no queue: the
 measured burst TTFTs are mostly queueing, so that column is not a like-for-like prediction of theirs.
@@ -37,7 +37,12 @@ MODELS = {"openai/gpt-oss-120b": ("openai/gpt-oss-120b", None), "openai/gpt-oss-
           "Qwen/Qwen3-14B-FP8": ("tests/fixtures/configs/qwen3-14b", "fp8_block"),
           "Qwen/Qwen3-32B": ("Qwen/Qwen3-32B", None), "Qwen/Qwen3-32B-FP8": ("Qwen/Qwen3-32B-FP8", None),
           "Qwen/Qwen3-235B-A22B-Instruct-2507": ("Qwen/Qwen3-235B-A22B", None),
-          "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": ("Qwen/Qwen3-235B-A22B-FP8", None)}
+          "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": ("Qwen/Qwen3-235B-A22B-FP8", None),
+          # the held-out rows (tests/fixtures/perf/validation.csv)
+          "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None), "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8"),
+          "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-R1", None),
+          "deepseek-ai/DeepSeek-V3.2": ("deepseek-ai/DeepSeek-V3.2", None)}
+MOE = ("openai/", "Qwen/Qwen3-235B", "deepseek-ai/")
 FIELDS = ("row", "model", "hardware", "engine", "key_flags", "input_len", "output_len_generated", "num_prompts",
           "aic_version", "aic_model", "aic_system", "aic_backend", "aic_backend_version", "aic_batch_size",
           "output_tok_per_s", "mean_ttft_ms", "mean_tpot_ms", "command", "note")
@@ -99,15 +104,16 @@ def main() -> int:
                "input_len": r.input_len, "output_len_generated": osl, "num_prompts": r.num_prompts,
                "aic_version": version, "aic_model": model, "aic_system": system, "aic_backend": backend}
         try:
-            res, bs = estimate(cli_estimate, model, system, backend, r.input_len, osl, r.num_prompts, tp, quant,
-                               moe=r.model.startswith(("openai/", "Qwen/Qwen3-235B")), ctx=ctx)
+            start = int(r.raw["max_concurrency"] or r.num_prompts)  # the client's cap where it set one
+            res, bs = estimate(cli_estimate, model, system, backend, r.input_len, osl, start, tp, quant,
+                               moe=r.model.startswith(MOE), ctx=ctx)
         except Exception as e:  # an unsupported combination: say why, keep going
             row["note"] = f"not run: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
             print(i, r.model, r.hardware, r.engine, row["note"], flush=True)
             out.append(row)
             continue
         q = (f" --gemm-quant-mode {quant}" if quant else "") + (
-            f" --moe-tp-size {tp} --moe-ep-size 1" if r.model.startswith(("openai/", "Qwen/Qwen3-235B")) else "")
+            f" --moe-tp-size {tp} --moe-ep-size 1" if r.model.startswith(MOE) else "")
         row.update(aic_backend_version=res.backend_version, aic_batch_size=bs,
                    output_tok_per_s=f"{float(res.raw['tokens/s']):.2f}", mean_ttft_ms=f"{float(res.ttft):.2f}",
                    mean_tpot_ms=f"{float(res.tpot):.2f}",
