@@ -168,9 +168,14 @@ def main() -> int:
              "(presets/calibration/):\n\n" + calibration_table() + "\n\nEvery row (measured / predicted, "
              "error" + ("; aiconfigurator's figures and errors" if aic else "") + "):\n\n"
              + table(rows, preds, aic if aic else None))
+    aic_held = read_aiconfigurator(PERF / "aiconfigurator_validation.csv")
     _between("validation", summary(held, held_preds, (("all", ""), ("H100", "H100"), ("H200", "H200")))
-             + "\n\nEvery held-out row (measured / predicted, error; cN: the client's --max-concurrency N):\n\n"
-             + table(held, held_preds))
+             + ("\n\naiconfigurator 0.12.0 on the held-out rows it runs (tests/fixtures/perf/"
+                "aiconfigurator_validation.csv), beside kvcalc on the same rows:\n\n"
+                + aic_summary(held, held_preds, aic_held) if aic_held else "")
+             + "\n\nEvery held-out row (measured / predicted, error; cN: the client's --max-concurrency N"
+             + ("; aiconfigurator's figures and errors" if aic_held else "") + "):\n\n"
+             + table(held, held_preds, aic_held if aic_held else None))
     print(summary(rows, preds))
     print(summary(held, held_preds, (("all", ""),)))
     examples()

@@ -66,12 +66,16 @@ def test_held_out_median_error_at_most_25_percent(predicted, metric):
     assert med[metric] <= TARGET_MEDIAN, med
 
 
-def test_aiconfigurator_figures_match_their_rows():
-    # tests/fixtures/perf/aiconfigurator.csv (bench/aiconfigurator_runs.py with aiconfigurator 0.12.0): one line per
-    # calibration row, the same model / GPU / engine, and either its command and three figures or why it did not run
-    with open(FIXTURES / "aiconfigurator.csv", newline="", encoding="utf-8") as f:
+@pytest.mark.parametrize("figures, measured, ran", [
+    # 16 gpt-oss rows on A100 (no MXFP4 MoE data) and 4 Qwen3-14B-FP8 on SGLang (no FP8-block FLOPs) not run
+    ("aiconfigurator.csv", CALIBRATION_CSV, 58),
+    ("aiconfigurator_validation.csv", VALIDATION_CSV, 21)])
+def test_aiconfigurator_figures_match_their_rows(figures, measured, ran):
+    # bench/aiconfigurator_runs.py with aiconfigurator 0.12.0: one line per measured row, the same model / GPU /
+    # engine, and either its command and three figures or why it did not run
+    with open(FIXTURES / figures, newline="", encoding="utf-8") as f:
         aic = list(csv.DictReader(f))
-    rows = c.read_rows(CALIBRATION_CSV)
+    rows = c.read_rows(measured)
     assert [int(a["row"]) for a in aic] == list(range(1, len(rows) + 1))
     for a, r in zip(aic, rows):
         assert (a["model"], a["hardware"], a["engine"]) == (r.model, r.hardware, r.engine)
@@ -82,4 +86,4 @@ def test_aiconfigurator_figures_match_their_rows():
             assert all(float(a[k]) > 0 for k in ("output_tok_per_s", "mean_ttft_ms", "mean_tpot_ms"))
         else:
             assert a["note"].startswith("not run: ")
-    assert sum(bool(a["output_tok_per_s"]) for a in aic) == 58  # 16 gpt-oss on A100 (no MXFP4 MoE data), 4 Qwen3-14B-FP8 (no FP8-block FLOPs) not run
+    assert sum(bool(a["output_tok_per_s"]) for a in aic) == ran
