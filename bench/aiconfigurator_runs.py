@@ -1,7 +1,7 @@
 """aiconfigurator's figures for the calibration rows it supports (issue 18, item 5): NOT a kvcalc dependency.
 
-    python3 -m venv /tmp/aic && /tmp/aic/bin/pip install aiconfigurator==0.12.0
-    /tmp/aic/bin/python bench/aiconfigurator_runs.py [--csv tests/fixtures/perf/calibration.csv]
+    python3 -m venv AIC_VENV && AIC_VENV/bin/pip install aiconfigurator==0.12.0   # its own venv, any path
+    AIC_VENV/bin/python bench/aiconfigurator_runs.py [--csv tests/fixtures/perf/calibration.csv]
                                                      [--out tests/fixtures/perf/aiconfigurator.csv]
 
 For every measured row: ``aiconfigurator cli estimate`` (its Python entry point ``cli_estimate``, aggregated /
