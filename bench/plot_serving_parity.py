@@ -1,6 +1,8 @@
 """Predicted vs measured for every calibration row: the parity chart (docs/img/serving-parity.png) and the table
-and error summary between the ``<!-- parity -->`` markers of docs/serving-model.md; then the page's
-``$ kvcalc bench`` examples get their real output.
+and error summary between the ``<!-- parity -->`` markers of docs/serving-model.md, with aiconfigurator's figures
+beside kvcalc's where tests/fixtures/perf/aiconfigurator.csv has them (bench/aiconfigurator_runs.py); the same for
+the held-out rows (tests/fixtures/perf/validation.csv, never fitted) between ``<!-- validation -->`` markers; then
+the page's ``$ kvcalc bench`` examples get their real output.
 
     python bench/plot_serving_parity.py [--csv tests/fixtures/perf/calibration.csv]
 
@@ -16,35 +18,75 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DOC = ROOT / "docs" / "serving-model.md"
+PERF = ROOT / "tests" / "fixtures" / "perf"
 PNG = ROOT / "docs" / "img" / "serving-parity.png"
 LABELS = {"output_throughput": "output throughput [tok/s]", "mean_ttft_ms": "mean TTFT [ms]",
           "mean_tpot_ms": "mean TPOT [ms]"}
 
 
-def table(rows, preds) -> str:
+def table(rows, preds, aic=None) -> str:
+    """One line per row: measured / kvcalc (error), and with ``aic`` (row number -> aiconfigurator's figures)
+    aiconfigurator's output tok/s, TTFT and TPOT with their errors."""
     from kvcalc.serve import calibration as c
 
-    out = ["| # | model | GPU | engine | flags | in / out | output tok/s meas / pred | mean TTFT ms meas / pred |"
-           " mean TPOT ms meas / pred |", "|---|---|---|---|---|---|---|---|---|"]
+    head = ("| # | model | GPU | engine | flags | in / out | output tok/s meas / pred | mean TTFT ms meas / pred |"
+            " mean TPOT ms meas / pred |")
+    out = [head + (" aiconfigurator tok/s; TTFT; TPOT |" if aic is not None else ""),
+           "|---|---|---|---|---|---|---|---|---|" + ("---|" if aic is not None else "")]
     for i, (r, p) in enumerate(zip(rows, preds), 1):
         cells = []
         for k in c.METRICS:
             m = r.measured.get(k)
             cells.append(f"{m:,.1f} / {p[k]:,.1f} ({100 * (p[k] / m - 1):+.0f}%)" if m else "-")
+        if aic is not None:
+            a = aic.get(i)
+            cells.append("; ".join(f"{a[k]:,.1f} ({100 * (a[k] / r.measured[k] - 1):+.0f}%)" for k in c.METRICS)
+                         if a else "not run")
         flags = ("async " if "--async-scheduling" in r.flags else "") + r.raw["parallel"]
+        conc = f" c{r.raw['max_concurrency']}" if r.raw["max_concurrency"] else ""
         out.append(f"| {i} | {r.model.split('/')[-1]} | {r.hardware.split('-')[0]} | {r.engine} {r.raw['engine_version']} "
-                   f"| {flags} | {r.input_len:,} / {r.total_output_tokens / r.num_prompts:.0f} | " + " | ".join(cells) + " |")
+                   f"| {flags}{conc} | {r.input_len:,} / {r.total_output_tokens / r.num_prompts:.0f} | "
+                   + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
-def summary(rows, preds) -> str:
+def read_aiconfigurator(path=PERF / "aiconfigurator.csv") -> dict:
+    """Row number -> aiconfigurator's figures (the metrics' names) for the rows it ran; {} without the file."""
+    import csv
+
+    if not Path(path).exists():
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        return {int(r["row"]): {"output_throughput": float(r["output_tok_per_s"]),
+                                "mean_ttft_ms": float(r["mean_ttft_ms"]), "mean_tpot_ms": float(r["mean_tpot_ms"])}
+                for r in csv.DictReader(f) if r["output_tok_per_s"]}
+
+
+def aic_summary(rows, preds, aic) -> str:
+    """Median |error| of aiconfigurator and of kvcalc on the rows aiconfigurator ran."""
+    import numpy as np
+
+    from kvcalc.serve import calibration as c
+
+    sel = [i for i in range(1, len(rows) + 1) if i in aic]
+    lines = ["| metric | rows | aiconfigurator median abs error | kvcalc median abs error (same rows) |",
+             "|---|---|---|---|"]
+    for k in c.METRICS:
+        a = [aic[i][k] / rows[i - 1].measured[k] - 1 for i in sel]
+        b = [preds[i - 1][k] / rows[i - 1].measured[k] - 1 for i in sel]
+        lines.append(f"| {LABELS[k]} | {len(sel)} | {100 * np.median(np.abs(a)):.1f}% | "
+                     f"{100 * np.median(np.abs(b)):.1f}% |")
+    return "\n".join(lines)
+
+
+def summary(rows, preds, gpus=(("all", ""), ("A100", "A100"), ("H100", "H100"))) -> str:
     import numpy as np
 
     from kvcalc.serve import calibration as c
 
     lines = ["| rows | metric | rows | median abs error | worst (ratio) | rows within 2x |",
              "|---|---|---|---|---|---|"]
-    for label, gpu in (("all", ""), ("A100", "A100"), ("H100", "H100")):
+    for label, gpu in gpus:
         sel = [(r, p) for r, p in zip(rows, preds) if r.hardware.startswith(gpu)]
         e = c.errors([r for r, _ in sel], [p for _, p in sel])
         for k, v in e.items():
@@ -71,7 +113,7 @@ def calibration_table() -> str:
     return "\n".join(out)
 
 
-def chart(rows, preds) -> None:
+def chart(rows, preds, held=((), ())) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -83,8 +125,9 @@ def chart(rows, preds) -> None:
     colours = {"vLLM": "tab:blue", "SGLang": "tab:green", "TensorRT-LLM": "tab:red"}
     for ax, k in zip(axes, c.METRICS):
         pts = [(r.measured[k], p[k], r) for r, p in zip(rows, preds) if k in r.measured]
-        lo = min(min(a, b) for a, b, _ in pts) / 1.5
-        hi = max(max(a, b) for a, b, _ in pts) * 1.5
+        hp = [(r.measured[k], p[k]) for r, p in zip(*held) if k in r.measured]
+        values = [v for a, b, _ in pts for v in (a, b)] + [v for pair in hp for v in pair]
+        lo, hi = min(values) / 1.5, max(values) * 1.5
         ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
         ax.plot([lo, hi], [2 * lo, 2 * hi], "k:", lw=0.6)
         ax.plot([lo, hi], [lo / 2, hi / 2], "k:", lw=0.6)
@@ -93,11 +136,14 @@ def chart(rows, preds) -> None:
                 sel = [(a, b) for a, b, r in pts if r.engine == engine and r.hardware.startswith(gpu)]
                 if sel:
                     ax.scatter(*zip(*sel), s=18, c=col, marker=marker, label=f"{engine} {gpu}", alpha=0.8)
+        if hp:
+            ax.scatter(*zip(*hp), s=26, facecolors="none", edgecolors="k", marker="s",
+                       label="held out (not fitted)")
         ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel=f"measured {LABELS[k]}",
                ylabel="kvcalc bench (predicted)")
     axes[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("kvcalc's serving model vs 78 measured vllm-bench-serve runs (GPUStack Performance Lab); "
-                 "dotted: 2x", fontsize=10)
+    fig.suptitle(f"kvcalc's serving model vs {len(rows)} measured vllm-bench-serve runs it was fitted on and "
+                 f"{len(held[0])} held out (GPUStack Performance Lab); dotted: 2x", fontsize=10)
     fig.tight_layout()
     PNG.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(PNG, dpi=110, metadata={"Software": None})
@@ -111,16 +157,37 @@ def main() -> int:
 
     rows = c.read_rows(a.csv)
     preds = [c.predict(r) for r in rows]
-    chart(rows, preds)
-    text = DOC.read_text()
-    start, end = "<!-- parity -->", "<!-- /parity -->"
-    i, j = text.index(start) + len(start), text.index(end)
-    DOC.write_text(text[:i] + "\n" + summary(rows, preds) + "\n\nThe calibration these figures come from "
-                   "(presets/calibration/):\n\n" + calibration_table() + "\n\nEvery row (measured / predicted, "
-                   "error):\n\n" + table(rows, preds) + "\n" + text[j:])
+    held = c.read_rows(PERF / "validation.csv")
+    held_preds = [c.predict(r) for r in held]
+    aic = read_aiconfigurator()
+    chart(rows, preds, (held, held_preds))
+    aic_text = ("\n\naiconfigurator 0.12.0 on the calibration rows it runs (tests/fixtures/perf/aiconfigurator.csv, "
+                "bench/aiconfigurator_runs.py), beside kvcalc on the same rows:\n\n" + aic_summary(rows, preds, aic)
+                if aic else "")
+    _between("parity", summary(rows, preds) + aic_text + "\n\nThe calibration these figures come from "
+             "(presets/calibration/):\n\n" + calibration_table() + "\n\nEvery row (measured / predicted, "
+             "error" + ("; aiconfigurator's figures and errors" if aic else "") + "):\n\n"
+             + table(rows, preds, aic if aic else None))
+    aic_held = read_aiconfigurator(PERF / "aiconfigurator_validation.csv")
+    _between("validation", summary(held, held_preds, (("all", ""), ("H100", "H100"), ("H200", "H200")))
+             + ("\n\naiconfigurator 0.12.0 on the held-out rows it runs (tests/fixtures/perf/"
+                "aiconfigurator_validation.csv), beside kvcalc on the same rows:\n\n"
+                + aic_summary(held, held_preds, aic_held) if aic_held else "")
+             + "\n\nEvery held-out row (measured / predicted, error; cN: the client's --max-concurrency N"
+             + ("; aiconfigurator's figures and errors" if aic_held else "") + "):\n\n"
+             + table(held, held_preds, aic_held if aic_held else None))
     print(summary(rows, preds))
+    print(summary(held, held_preds, (("all", ""),)))
     examples()
     return 0
+
+
+def _between(marker: str, body: str) -> None:
+    """Replace what lies between ``<!-- marker -->`` and ``<!-- /marker -->`` in the page."""
+    text = DOC.read_text()
+    start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
+    i, j = text.index(start) + len(start), text.index(end)
+    DOC.write_text(text[:i] + "\n" + body + "\n" + text[j:])
 
 
 def examples() -> None:

@@ -23,7 +23,10 @@ MODELS = {"openai/gpt-oss-120b": ("gpt-oss-120b", None), "openai/gpt-oss-20b": (
           "Qwen/Qwen3-14B": ("qwen3-14b", None), "Qwen/Qwen3-14B-FP8": ("qwen3-14b", "fp8"),
           "Qwen/Qwen3-32B": ("qwen3-32b", None), "Qwen/Qwen3-32B-FP8": ("qwen3-32b", "fp8"),
           "Qwen/Qwen3-235B-A22B-Instruct-2507": ("qwen3-235b-a22b", None),
-          "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": ("qwen3-235b-a22b", "fp8")}
+          "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": ("qwen3-235b-a22b", "fp8"),
+          # held-out validation rows (tests/fixtures/perf/validation.csv); R1 has V3's architecture (config.json)
+          "Qwen/Qwen3-8B": ("qwen3-8b", None), "Qwen/Qwen3-8B-FP8": ("qwen3-8b", "fp8"),
+          "deepseek-ai/DeepSeek-R1-0528": ("deepseek-v3", None), "deepseek-ai/DeepSeek-V3.2": ("deepseek-v3.2", None)}
 ENGINES = {"vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}
 METRICS = {"output_throughput": "output_tok_per_s", "mean_ttft_ms": "mean_ttft_ms",
            "mean_tpot_ms": "mean_tpot_ms"}
@@ -45,7 +48,10 @@ def calibration_for(hw_name: str):
 
 def hardware_of(name: str) -> str:
     """The measured rows' GPU names -> kvcalc's hardware presets."""
-    return "a100-80g" if name.startswith("A100") else "h100-sxm" if name.startswith("H100") else name
+    for prefix, preset in (("A100", "a100-80g"), ("H100", "h100-sxm"), ("H200", "h200-sxm")):
+        if name.startswith(prefix):
+            return preset
+    return name
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,9 @@ def spec_of(row: MeasuredRow, cal=None):
         link=catalog.load_link(hw.scaleup_link) if hw.scaleup_link else None,
         cal=cal if cal is not None else calibration_for(hw_name)[0], cal_name=hw_name, tp=tp,
         engine=ENGINES[row.engine], async_scheduling="--async-scheduling" in row.flags,
-        input_len=row.input_len, output_len=row.output_len, num_prompts=row.num_prompts, request_rate=math.inf,
+        input_len=row.input_len, output_len=row.output_len, num_prompts=row.num_prompts,
+        request_rate=float(row.raw["request_rate"] or "inf"),
+        max_concurrency=int(row.raw["max_concurrency"]) if row.raw["max_concurrency"] else None,
         max_num_batched_tokens=_flag(row.flags, "--max-num-batched-tokens", "--max_num_tokens"),
         max_model_len=_flag(row.flags, "--max-model-len", "--max_seq_len"), output_lens=outputs, started=True)
 
