@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kvcalc.serve import calibration as c
+from conftest import run_cli
 
 ROWS_CSV = Path(__file__).parent / "fixtures" / "perf" / "calibration.csv"
 TARGET_MEDIAN = 0.15
@@ -62,3 +63,13 @@ def test_median_error_at_most_15_percent(fitted, metric):
 def test_every_row_within_2x(fitted, metric):
     _, worst = _median_and_worst(*fitted)
     assert worst[metric] <= TARGET_WORST_RATIO, worst
+
+
+def test_presets_list_describes_each_calibration():
+    # `presets list` used to show a calibration preset's name as its description; it now says what it is and
+    # on how many measured rows it was fitted (h100-sxm.toml's source: "... on the 38 h100-sxm rows of ...")
+    r = run_cli("presets", "list", "--format", "json")
+    rows = {(x["kind"], x["name"]): x["display_name"] for x in r.json()["results"]}
+    assert rows[("calibration", "h100-sxm")] == ("serving-model efficiencies fitted on 38 measured runs "
+                                                 "(tests/fixtures/perf/calibration.csv)")
+    assert rows[("calibration", "a100-80g")].startswith("serving-model efficiencies fitted on 40 measured runs")

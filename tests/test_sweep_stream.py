@@ -63,6 +63,11 @@ def streamed_text(target, vary, fixed, fmt, checks=(), points=None) -> tuple[str
 @pytest.mark.parametrize("fmt", render.STREAMED)
 def test_streamed_equals_held_byte_for_byte(name, fmt):
     target, vary, fixed, checks = GRIDS[name]
+    if not sw.streams(target, fmt):
+        # cost/compare rows differ in keys by scenario (serving-model fields only where it runs), so CSV and
+        # Markdown, whose header comes first, hold their rows; only their JSON streams
+        assert target in sw.KEYED_ROWS_ONLY and fmt != "json"
+        return
     held = held_text(target, vary, fixed, fmt, checks)
     for points in (1, 7, None):  # a point at a time, chunks that split the axes unevenly, the default chunk
         text, outcomes = streamed_text(target, vary, fixed, fmt, checks, points)

@@ -190,11 +190,9 @@ def sweep(
         raise InputError("--chart: only with --format table (JSON/CSV stay machine-readable); use --plot FILE")
     if target == "trace":
         import kvcalc.trace.sweep  # noqa: F401  (registers the trace target)
-    from kvcalc.out.render import STREAMED
-
     # JSON, CSV and Markdown are written chunk by chunk as the points are computed (memory bounded by a chunk);
     # a table lays out every row, and a --plot needs them all: those hold the rows, and the budget prices which
-    streamed = fmt in STREAMED and path is None and target in sw.STREAMED_TARGETS
+    streamed = path is None and sw.streams(target, fmt)
     output = sw.Output(fmt, streamed, path.suffix if path is not None else None,
                        bool(chart) or (chart is None and fmt == "table" and sys.stdout.isatty()), len(check or []))
     axes = sw.parse_axes(target, vary or [], max_points, limits, output)

@@ -59,5 +59,17 @@ class CalibrationPreset:
         if not self.source.strip():
             raise ValueError("source: say where the numbers come from")
 
+    @property
+    def display_name(self) -> str:
+        """A one-line description for ``kvcalc presets list``: the serving model's efficiencies and how they were
+        obtained (the source up to its first parenthesis or semicolon)."""
+        import re
+
+        how = self.source.split(" (")[0].split(";")[0].strip()
+        fitted = re.search(r"on the (\d+) \S+ rows of (\S+)", how)
+        if fitted:
+            return f"serving-model efficiencies fitted on {fitted[1]} measured runs ({fitted[2]})"
+        return f"serving-model efficiencies: {how}"
+
 
 PRESET_KINDS = {"calibration": CalibrationPreset}

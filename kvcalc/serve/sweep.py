@@ -368,6 +368,17 @@ def _settings(target: str, axes: list[AxisValues], fixed: dict, idx, p: int) -> 
 
 
 STREAMED_TARGETS = ("kv", "capacity", "cost", "compare")  # trace replays its set-ups over the whole grid at once
+# cost and compare rows differ in keys from point to point (the serving model's TTFT/TPOT/throughput fields appear
+# only where it runs, e.g. --vary scenario=article,v4-flash-8xh100): CSV and Markdown must write the header first,
+# so those hold their rows (a looped grid is small: its time budget caps it at a few thousand points); JSON streams
+KEYED_ROWS_ONLY = ("cost", "compare")
+
+
+def streams(target: str, fmt: str) -> bool:
+    """Whether a sweep of ``target`` in ``fmt`` is written chunk by chunk (see STREAMED_TARGETS, KEYED_ROWS_ONLY)."""
+    from kvcalc.out.render import STREAMED
+
+    return fmt in STREAMED and target in STREAMED_TARGETS and (target not in KEYED_ROWS_ONLY or fmt == "json")
 
 
 def row_chunks(target: str, axes: list[AxisValues], fixed: dict, points: int | None = None):
