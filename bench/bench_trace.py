@@ -222,6 +222,11 @@ def bench(label: str, trace: Path, capacity: str, runs: int, reference: Path, ve
          "infinite_memory": ratio("infinite", "reference", peaks)}
     print(f"  single / reference: time {r['single_time']:.2f}x (cpu {r['single_cpu']:.2f}x; target <= 1.0x), peak "
           f"memory {r['single_memory']:.2f}x (target <= 2x)")
+    blocks = stats["total_blocks"]
+    print(f"  block accesses per second, end to end (wall; cpu): single {blocks / statistics.median(times['single']) / 1e6:.2f}"
+          f" M ({blocks / statistics.median(cpus['single']) / 1e6:.2f} M; target >= 5 M), reference "
+          f"{blocks / statistics.median(times['reference']) / 1e6:.2f} M ({blocks / statistics.median(cpus['reference']) / 1e6:.2f} M)")
+    r["single_accesses_per_s"] = blocks / statistics.median(times["single"])
     print(f"  curve ({len(curve['results'])} capacities) / single: time {r['curve_time']:.2f}x (cpu "
           f"{r['curve_cpu']:.2f}x; target <= 1.1x)")
     print(f"  infinite / reference: time {r['infinite_time']:.2f}x, peak memory {r['infinite_memory']:.2f}x")
@@ -253,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random-ids", action="store_true", help="the scaled trace's ids: random signed 64-bit "
                         "integers (issue 22's scale check: 60 copies = 239,580 requests)")
     args = parser.parse_args(argv)
+    if args.trace == DEFAULT_TRACE and not args.trace.is_file():  # a worktree beside the main checkout
+        args.trace = REPO.parents[1] / "shared" / "traces" / DEFAULT_TRACE.name
     if not args.trace.is_file():
         print(f"trace not found: {args.trace}; nothing to benchmark")
         return 0
