@@ -258,8 +258,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random-ids", action="store_true", help="the scaled trace's ids: random signed 64-bit "
                         "integers (issue 22's scale check: 60 copies = 239,580 requests)")
     args = parser.parse_args(argv)
-    if args.trace == DEFAULT_TRACE and not args.trace.is_file():  # a worktree beside the main checkout
-        args.trace = REPO.parents[1] / "shared" / "traces" / DEFAULT_TRACE.name
     if not args.trace.is_file():
         print(f"trace not found: {args.trace}; nothing to benchmark")
         return 0

@@ -130,6 +130,7 @@ def trace(
       kvcalc trace trace.jsonl.gz --trace-format full-blocks -b 64
       kvcalc trace trace.jsonl --replicas 4 --router prefix --capacity 3m
       kvcalc trace big.jsonl.gz --curve --sample-rate 0.01
+      kvcalc trace hashed-ids.jsonl --capacity 3m,inf --exact-stats  # 64-bit ids: every id kept, exact
       kvcalc trace trace.jsonl --capacity 3m,10m,inf --format json --check 'token_hit_rate >= 0.3'
       kvcalc trace trace.jsonl --curve --curve-points 30 --model deepseek-v4-flash
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain

@@ -276,6 +276,8 @@ class LeanEngine:
         estimate = None
         if self.sample is not None:
             distinct, extra_hits, extra_reused, estimate = self.sample.estimate()
+            if estimate.rate == 1:  # the sample still holds every id seen: the figures are exact
+                estimate = None
             inf_hits, inf_reused = min(inf_hits + extra_hits, total), min(inf_reused + extra_reused, inputs)
         else:
             distinct = self.seen.count()
