@@ -29,7 +29,7 @@ from kvcalc.out.errors import InputError
 from kvcalc.trace.engine import FixedAnswers, PolicyEngine, TraceAnalysis, run_pass
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, read_trace
 from kvcalc.trace.result import capacity_blocks_for, replay_result
-from kvcalc.trace.seen_sample import SeenSample
+from kvcalc.trace.seen_sample import KEY_PRIME, SeenSample
 
 WIDE_TABLE_BYTES = 1 << 20  # ids below this have a byte each in the table of seen blocks [B]: the fastest form
 TABLE_BYTES_PER_BLOCK = 4  # beyond, one bit per id while the table stays within max(WIDE_TABLE_BYTES, 4 B per
@@ -144,13 +144,15 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
     both steps are one C-level call over the ids (``takewhile`` over the table, ``map`` of its ``__setitem__``
     drained by a zero-length ``deque``). With a ``sample`` instead of ``seen`` (ids too sparse for a table:
     :mod:`kvcalc.trace.seen_sample`), the infinite cache's counts are the LRU run's; the sample accumulates
-    the estimated rest.
+    the estimated rest, its ids picked in the LRU's own loop over the request (``id mod KEY_PRIME`` below the
+    threshold: one modulo per block, measured cheaper than a separate C-level pass over the ids).
     """
     table, wide = (seen.table, seen.wide) if seen is not None else (None, True)
     hits = reused = inf_hits = inf_reused = total = inputs = 0
     if cache is not None:
         move = cache.move_to_end
         evict = cache.popitem
+    sampling = sample is not None and cache is not None
     for r in records:
         ids = r.hash_ids
         length = r.input_length
@@ -164,7 +166,13 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
                 else:
                     break
             if hit < n:
+                if sampling:  # the sampled ids are picked on the way (cheaper than a pass of their own)
+                    picked = []
+                    pick = picked.append
+                    t = sample.threshold
                 for h in islice(ids, hit, None):
+                    if sampling and h % KEY_PRIME < t:
+                        pick(h)
                     if h in cache:
                         move(h)
                         continue
@@ -173,9 +181,11 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
                         room -= 1
                     else:
                         evict(False)
+                if sampling and picked:
+                    sample.add_picked(picked, ids[-1] % KEY_PRIME < t, length, n, block_tokens)
         inf = hit
         if sample is not None:
-            if hit < n:
+            if hit < n and cache is None:
                 sample.add(ids, hit, length, block_tokens)
         elif inf < n:
             if wide:

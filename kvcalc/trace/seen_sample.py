@@ -80,18 +80,28 @@ class SeenSample:
         block's extra hit while the sampled blocks before it (from ``start``) were seen, then mark them seen."""
         tail = islice(ids, start, None) if start else ids
         picked = list(compress(range(start, len(ids)), map(self.threshold.__gt__, map(KEY_PRIME.__rmod__, tail))))
-        if not picked:
-            return
+        if picked:
+            self.add_picked([ids[j] for j in picked], picked[-1] == len(ids) - 1, input_length, len(ids),
+                            block_tokens)
+
+    def add_picked(self, picked: list[int], last: bool, input_length: int, n_blocks: int,
+                   block_tokens: int) -> None:
+        """The sampled ids of a request's blocks after the LRU run, in order (``last``: the final one is the
+        request's last block, which holds ``min(B, input_length - (n_blocks - 1) x B)`` tokens, B = block_tokens): count each
+        one's extra hit while the ones before it were seen, then mark them seen."""
         seen = self.ids
+        extra = self.extra
+        final = picked[-1] if last else None
+        end = len(picked) - 1
         run = True
-        for j in picked:
-            h = ids[j]
+        for k, h in enumerate(picked):
             if run and h in seen:
-                counts = self.extra.get(h)
+                counts = extra.get(h)
                 if counts is None:
-                    counts = self.extra[h] = [0, 0]
+                    counts = extra[h] = [0, 0]
                 counts[0] += 1
-                counts[1] += min(block_tokens, input_length - j * block_tokens)
+                counts[1] += min(block_tokens, input_length - (n_blocks - 1) * block_tokens) \
+                    if k == end and final is not None else block_tokens
             else:
                 run = False
                 seen.add(h)
