@@ -151,7 +151,9 @@ def run(kind: str, target: str, args: list[str], path: str | None = None) -> tup
     env = None if path is None else {**os.environ, "PYTHONPATH": path}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        # with ``path``, run from there too: ``python -c`` puts the working directory first on sys.path, so a
+        # kvcalc checkout as the working directory would shadow PYTHONPATH (a --versus run measuring itself)
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=path)
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
