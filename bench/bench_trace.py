@@ -151,7 +151,9 @@ def run(kind: str, target: str, args: list[str], path: str | None = None) -> tup
     env = None if path is None else {**os.environ, "PYTHONPATH": path}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        # with ``path``, run from there too: ``python -c`` puts the working directory first on sys.path, so a
+        # kvcalc checkout as the working directory would shadow PYTHONPATH (a --versus run measuring itself)
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=path)
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -222,6 +224,11 @@ def bench(label: str, trace: Path, capacity: str, runs: int, reference: Path, ve
          "infinite_memory": ratio("infinite", "reference", peaks)}
     print(f"  single / reference: time {r['single_time']:.2f}x (cpu {r['single_cpu']:.2f}x; target <= 1.0x), peak "
           f"memory {r['single_memory']:.2f}x (target <= 2x)")
+    blocks = stats["total_blocks"]
+    print(f"  block accesses per second, end to end (wall; cpu): single {blocks / statistics.median(times['single']) / 1e6:.2f}"
+          f" M ({blocks / statistics.median(cpus['single']) / 1e6:.2f} M; target >= 5 M), reference "
+          f"{blocks / statistics.median(times['reference']) / 1e6:.2f} M ({blocks / statistics.median(cpus['reference']) / 1e6:.2f} M)")
+    r["single_accesses_per_s"] = blocks / statistics.median(times["single"])
     print(f"  curve ({len(curve['results'])} capacities) / single: time {r['curve_time']:.2f}x (cpu "
           f"{r['curve_cpu']:.2f}x; target <= 1.1x)")
     print(f"  infinite / reference: time {r['infinite_time']:.2f}x, peak memory {r['infinite_memory']:.2f}x")

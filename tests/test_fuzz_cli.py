@@ -377,6 +377,7 @@ def gen_trace(g: Gen):
     g.opt("--replicas", ["1", "2", "4"], ["0", "-1", "1025", "x", "1e3", ""], p=0.15 * single)
     g.opt("--router", ["round-robin", "least-loaded", "session", "prefix"], ["", "prefx", "random"], p=0.15)
     g.opt("--sample-rate", ["1", "0.5", "0.01"], p=0.1)
+    g.flag("--exact-stats", 0.1 * single)
     g.opt("--curve-points", ["1", "5", "20", "10000"], p=0.2 * (0.5 if tiers else 1))
     g.flag("--skip-bad", 0.2)
     g.preset("--model", MODELS, ["tiny-model.toml"], p=0.6 if tiers else 0.25)

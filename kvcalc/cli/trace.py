@@ -60,6 +60,10 @@ def trace(
         show_default=False, rich_help_panel=R)] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="skip and count bad lines instead of stopping at the "
                                            "first one", rich_help_panel=R)] = False,
+    exact_stats: Annotated[bool, typer.Option(
+        "--exact-stats", help="ids too sparse for a bit table (64-bit hashes): keep every id (~100 B each) so that "
+        "the distinct blocks and the infinite cache's hit rate are exact, instead of estimates from a bounded "
+        "hashed sample (the default, shown with standard errors)", rich_help_panel=R)] = False,
     model: Annotated[Optional[str], typer.Option(
         "--model", "-m", help="model preset or TOML path: converts byte capacities to tokens via its KV bytes per "
         "block, and shows the bytes each capacity holds", show_default=False, rich_help_panel="KV layout")] = None,
@@ -126,6 +130,7 @@ def trace(
       kvcalc trace trace.jsonl.gz --trace-format full-blocks -b 64
       kvcalc trace trace.jsonl --replicas 4 --router prefix --capacity 3m
       kvcalc trace big.jsonl.gz --curve --sample-rate 0.01
+      kvcalc trace hashed-ids.jsonl --capacity 3m,inf --exact-stats  # 64-bit ids: every id kept, exact
       kvcalc trace trace.jsonl --capacity 3m,10m,inf --format json --check 'token_hit_rate >= 0.3'
       kvcalc trace trace.jsonl --curve --curve-points 30 --model deepseek-v4-flash
       kvcalc trace trace.jsonl --capacity 80GB,160GB --model llama-3-70b --explain
@@ -231,7 +236,7 @@ def trace(
     inp = TraceInputs(path=str(file), capacities=tuple(specs), block_tokens=block_tokens, policy=policy,
                       curve=use_curve, curve_points=curve_points or DEFAULT_CURVE_POINTS, skip_bad=skip_bad,
                       trace_format=kind, replicas=1 if replicas is None else replicas, router=router,
-                      sample_rate=sample_rate)
+                      sample_rate=sample_rate, exact_stats=exact_stats)
     loaded = (catalog.name_of(model), catalog.load_model(model)) if model else None
     from kvcalc.out import progress
 

@@ -31,7 +31,7 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
                   skip_bad: bool = False, keep_profile: bool = False,
                   sink: Callable[[DepthChunk], None] | None = None, trace_format: str = "mooncake",
                   progress: Callable[[int], None] | None = None, engine=None,
-                  sample_rate: float | None = None) -> TraceAnalysis:
+                  sample_rate: float | None = None, exact_stats: bool = False) -> TraceAnalysis:
     """Statistics plus one result per capacity [tokens] (None = infinite), in one streaming pass.
 
     Several LRU capacities come from the stack-depth profile (one pass answers every capacity);
@@ -42,7 +42,10 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
     other engine of the interface (:mod:`kvcalc.trace.engine`), e.g. replicas; its answers must know the
     infinite capacity. ``trace_format``: see :mod:`kvcalc.trace.formats` (``auto`` detects it);
     ``progress``: called with the bytes read so far. ``sample_rate`` (with ``keep_profile``): the profile is a
-    SHARDS-style sampled estimate (:mod:`kvcalc.trace.sampled`); the statistics stay exact.
+    SHARDS-style sampled estimate (:mod:`kvcalc.trace.sampled`). ``exact_stats`` False (the default): on the
+    lean path, ids too sparse for a bit table make the infinite cache's figures (distinct blocks, maximum hit
+    rate) estimates from a bounded sample (``stats.estimate`` says so, with standard errors); True keeps a dict
+    of every id.
     """
     check_policy(policy)
     check_block_tokens(block_tokens)
@@ -61,19 +64,20 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
         if not keep_profile or policy != "lru" or sink is not None or engine is not None:
             raise InputError("--sample-rate: samples the LRU curve only (--curve)")
         stats, (profile, exact) = run_pass(reader, Tee(SampledLruEngine(sample_rate, block_tokens),
-                                                       LeanEngine([None], block_tokens)), block_tokens)
-        return TraceAnalysis(stats=stats.finish(reader.skipped_lines, exact.at(None)),
+                                                       LeanEngine([None], block_tokens, exact_stats=exact_stats)),
+                                         block_tokens)
+        return TraceAnalysis(stats=stats.finish(reader.skipped_lines, exact.at(None), exact.estimate),
                              results=tuple(profile.at(c) for c in capacities_tokens), profile=profile,
                              first_problem=reader.first_problem, trace_format=format_read(reader))
     if engine is None and not keep_profile and sink is None and answers_lean(capacities_tokens, policy):
-        engine = LeanEngine(capacities_tokens, block_tokens, policy)
+        engine = LeanEngine(capacities_tokens, block_tokens, policy, exact_stats)
     elif engine is None:
         from kvcalc.trace.lru_curve import LruStackEngine
 
         engine = LruStackEngine(block_tokens, sink=sink)
     stats, answers = run_pass(reader, engine, block_tokens)
     skipped = reader.skipped_lines
-    return TraceAnalysis(stats=stats.finish(skipped, answers.at(None)),
+    return TraceAnalysis(stats=stats.finish(skipped, answers.at(None), getattr(answers, "estimate", None)),
                          results=tuple(answers.at(c) for c in capacities_tokens),
                          profile=answers if keep_profile else None, first_problem=reader.first_problem,
                          trace_format=format_read(reader))

@@ -42,9 +42,12 @@ class Engine(Protocol):
 
 @dataclass(frozen=True)
 class FixedAnswers:
-    """The results of the capacities an engine replayed, by capacity [tokens] (None = infinite)."""
+    """The results of the capacities an engine replayed, by capacity [tokens] (None = infinite); ``estimate``:
+    how the infinite capacity was estimated (a :class:`~kvcalc.trace.seen_sample.InfiniteEstimate`), None when
+    exact."""
 
     results: dict
+    estimate: Any = None
 
     def at(self, capacity_tokens: int | None) -> ReplayResult:
         if capacity_tokens not in self.results:

@@ -20,15 +20,16 @@ This module computes; it never prints.
 
 from __future__ import annotations
 
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict, defaultdict, deque
 from collections.abc import Sequence
-from itertools import compress, islice
+from itertools import compress, islice, repeat, takewhile
 from pathlib import Path
 
 from kvcalc.out.errors import InputError
 from kvcalc.trace.engine import FixedAnswers, PolicyEngine, TraceAnalysis, run_pass
 from kvcalc.trace.reader import DEFAULT_BLOCK_TOKENS, read_trace
 from kvcalc.trace.result import capacity_blocks_for, replay_result
+from kvcalc.trace.seen_sample import KEY_PRIME, SeenSample
 
 WIDE_TABLE_BYTES = 1 << 20  # ids below this have a byte each in the table of seen blocks [B]: the fastest form
 TABLE_BYTES_PER_BLOCK = 4  # beyond, one bit per id while the table stays within max(WIDE_TABLE_BYTES, 4 B per
@@ -128,23 +129,30 @@ def _bits_of(wide: bytearray, piece: int = 1 << 16) -> bytearray:
     return out
 
 
-def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenBlocks,
-            block_tokens: int) -> tuple[int, ...]:
+def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenBlocks | None,
+            block_tokens: int, sample: SeenSample | None = None) -> tuple[int, ...]:
     """One LRU cache with ``room`` free blocks (``cache`` None: none) and the seen blocks, through ``records``
     (both updated in place).
 
     Returns (room left, hit blocks, reused tokens, infinite-cache hit blocks, infinite-cache reused tokens,
     blocks, input tokens). A request's leading cached blocks are refreshed as they are counted (no block is
     inserted or evicted before its first miss, so the run is the one of the cache before the request); the rest
-    go through the cache (refreshed, or inserted evicting the oldest block when there is no room). The infinite
-    cache's run goes on from the LRU run while the blocks were seen, and only the blocks after it are marked
-    seen (the run's blocks were: most of a re-read prefix is never marked twice).
+    go through the cache (refreshed, or inserted evicting the oldest block when there is no room). (One C-level
+    ``update`` + ``move_to_end`` of the whole rest was measured slower: most of it is misses, inserted once here.)
+    The infinite cache's run goes on from the LRU run while the blocks were seen, and only the blocks after it
+    are marked seen (the run's blocks were: most of a re-read prefix is never marked twice); with a byte per id
+    both steps are one C-level call over the ids (``takewhile`` over the table, ``map`` of its ``__setitem__``
+    drained by a zero-length ``deque``). With a ``sample`` instead of ``seen`` (ids too sparse for a table:
+    :mod:`kvcalc.trace.seen_sample`), the infinite cache's counts are the LRU run's; the sample accumulates
+    the estimated rest, its ids picked in the LRU's own loop over the request (``id mod KEY_PRIME`` below the
+    threshold: one modulo per block, measured cheaper than a separate C-level pass over the ids).
     """
-    table, wide = seen.table, seen.wide
+    table, wide = (seen.table, seen.wide) if seen is not None else (None, True)
     hits = reused = inf_hits = inf_reused = total = inputs = 0
     if cache is not None:
         move = cache.move_to_end
         evict = cache.popitem
+    sampling = sample is not None and cache is not None
     for r in records:
         ids = r.hash_ids
         length = r.input_length
@@ -158,7 +166,13 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
                 else:
                     break
             if hit < n:
+                if sampling:  # the sampled ids are picked on the way (cheaper than a pass of their own)
+                    picked = []
+                    pick = picked.append
+                    t = sample.threshold
                 for h in islice(ids, hit, None):
+                    if sampling and h % KEY_PRIME < t:
+                        pick(h)
                     if h in cache:
                         move(h)
                         continue
@@ -167,49 +181,75 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
                         room -= 1
                     else:
                         evict(False)
+                if sampling and picked:
+                    sample.add_picked(picked, ids[-1] % KEY_PRIME < t, length, n, block_tokens)
         inf = hit
-        try:
+        if sample is not None:
+            if hit < n and cache is None:
+                sample.add(ids, hit, length, block_tokens)
+        elif inf < n:
             if wide:
-                while inf < n and table[ids[inf]]:
-                    inf += 1
-            else:
-                while inf < n and table[ids[inf] >> 3] >> (ids[inf] & 7) & 1:
-                    inf += 1
-        except IndexError:  # beyond the bytearray: never seen
-            pass
-        if inf < n:
-            try:
-                if wide:
-                    for h in islice(ids, inf, None):
-                        table[h] = 1
-                else:
-                    for h in islice(ids, inf, None):
-                        table[h >> 3] |= 1 << (h & 7)
-            except IndexError:  # an id beyond the table: again one by one (marking twice is harmless)
-                for h in islice(ids, inf, None):
+                try:
+                    inf += len(list(takewhile(table.__getitem__, islice(ids, inf, None))))
+                except IndexError:  # beyond the bytearray: never seen (the run up to it, again one by one)
                     try:
-                        if wide:
-                            table[h] = 1
-                        else:
-                            table[h >> 3] |= 1 << (h & 7)
+                        while inf < n and table[ids[inf]]:
+                            inf += 1
                     except IndexError:
-                        table, wide = seen.grow(h)
+                        pass
+            else:
+                try:
+                    while inf < n and table[ids[inf] >> 3] >> (ids[inf] & 7) & 1:
+                        inf += 1
+                except IndexError:  # beyond the bytearray: never seen
+                    pass
+        if inf < n and sample is None:
+            rest = islice(ids, inf, None)
+            if wide and (type(table) is not bytearray or max(islice(ids, inf, None)) < len(table)):
+                _drain(map(table.__setitem__, rest, repeat(1)))
+            else:
+                try:
+                    if wide:
+                        for h in rest:
+                            table[h] = 1
+                    else:
+                        for h in rest:
+                            table[h >> 3] |= 1 << (h & 7)
+                except IndexError:  # an id beyond the table: again one by one (marking twice is harmless)
+                    for h in islice(ids, inf, None):
+                        try:
+                            if wide:
+                                table[h] = 1
+                            else:
+                                table[h >> 3] |= 1 << (h & 7)
+                        except IndexError:
+                            table, wide = seen.grow(h)
         hits += hit
-        reused += min(hit * block_tokens, length)
+        tokens = hit * block_tokens
+        reused += tokens if tokens < length else length  # min(), without a call per request
         inf_hits += inf
-        inf_reused += min(inf * block_tokens, length)
+        tokens = inf * block_tokens
+        inf_reused += tokens if tokens < length else length
         total += n
         inputs += length
     return room, hits, reused, inf_hits, inf_reused, total, inputs
 
 
+_drain = deque(maxlen=0).extend  # runs an iterator to its end in C, keeping nothing
+
+
 class LeanEngine:
     """The lean replay behind the engine interface (:mod:`kvcalc.trace.engine`): at most one finite LRU cache
     and the blocks seen (the infinite cache), or, for another policy, one :class:`PolicyEngine` cache per
-    finite capacity beside the blocks seen. Only for the questions of :func:`answers_lean`."""
+    finite capacity beside the blocks seen. Only for the questions of :func:`answers_lean`.
+
+    ``exact_stats`` False: once the ids are too sparse for a byte or bit table (or negative), the blocks seen
+    move to a bounded hashed sample (:class:`~kvcalc.trace.seen_sample.SeenSample`) and the infinite
+    capacity's figures (so the distinct blocks and the maximum hit rate) become estimates with standard errors
+    (the answers' ``estimate``); the finite capacities stay exact. True: a dict of every id, exact."""
 
     def __init__(self, capacities_tokens: Sequence[int | None], block_tokens: int = DEFAULT_BLOCK_TOKENS,
-                 policy: str = "lru"):
+                 policy: str = "lru", exact_stats: bool = True):
         if not answers_lean(capacities_tokens, policy):
             raise InputError("lean replay: one LRU capacity at most (several take the stack-depth engine)")
         self.block_tokens = block_tokens
@@ -220,15 +260,21 @@ class LeanEngine:
         self._limit = capacity_blocks_for(self._lru_tokens, block_tokens) if self._lru_tokens is not None else 0
         self._room = self._limit
         self._others = PolicyEngine(finite, block_tokens, policy) if policy != "lru" else None
-        self.seen = SeenBlocks()
+        self.seen: SeenBlocks | None = SeenBlocks()
+        self.exact_stats = exact_stats  # False: ids too sparse for a table go to a bounded sample (estimates)
+        self.sample: SeenSample | None = None
         self._counts = [0] * 6  # hit blocks, reused tokens (the LRU cache); the same, infinite cache; blocks; inputs
         self.requests = 0
 
     def add_records(self, records: Sequence, signed: bool = True) -> None:
         """Replay a batch (``signed`` False: its text holds no ``-``, so no id is negative)."""
-        if signed:
-            self.seen.check_signs(records)
-        self._room, *batch = _replay(records, self._cache, self._room, self.seen, self.block_tokens)
+        seen = self.seen
+        if signed and seen is not None:
+            seen.check_signs(records)
+        self._room, *batch = _replay(records, self._cache, self._room, seen, self.block_tokens, self.sample)
+        if seen is not None and not self.exact_stats and type(seen.table) is not bytearray:
+            self.sample = SeenSample(seen.table)  # from the next batch on (this one's dict was exact)
+            self.seen = None
         self._counts = [a + b for a, b in zip(self._counts, batch)]
         self.requests += len(records)
         if self._others is not None:
@@ -237,27 +283,34 @@ class LeanEngine:
     def finish(self, skipped_lines: int = 0) -> FixedAnswers:
         hits, reused, inf_hits, inf_reused, total, inputs = self._counts
         b, n = self.block_tokens, self.requests
+        estimate = None
+        if self.sample is not None:
+            distinct, extra_hits, extra_reused, estimate = self.sample.estimate()
+            if estimate.rate == 1:  # the sample still holds every id seen: the figures are exact
+                estimate = None
+            inf_hits, inf_reused = min(inf_hits + extra_hits, total), min(inf_reused + extra_reused, inputs)
+        else:
+            distinct = self.seen.count()
         results = {None: replay_result(self.policy, b, None, None, n, skipped_lines, inputs, inf_reused, total,
-                                       inf_hits, self.seen.count())}
+                                       inf_hits, distinct)}
         if self._others is not None:
             results.update(self._others.finish(skipped_lines).results)
         elif self._lru_tokens is not None:
             results[self._lru_tokens] = replay_result("lru", b, self._lru_tokens, self._limit, n, skipped_lines,
                                                       inputs, reused, total, hits, len(self._cache))
-        return FixedAnswers(results)
+        return FixedAnswers(results, estimate)
 
 
 def lean_analysis(path: str | Path, capacities_tokens: Sequence[int | None],
                   block_tokens: int = DEFAULT_BLOCK_TOKENS, policy: str = "lru",
-                  skip_bad: bool = False) -> TraceAnalysis:
+                  skip_bad: bool = False, exact_stats: bool = True) -> TraceAnalysis:
     """Statistics plus one result per capacity [tokens] (None = infinite), in one streaming pass, without numpy.
 
     Only for the questions of :func:`answers_lean`; :func:`kvcalc.trace.analysis.analyze_trace` dispatches
-    here and validates the arguments first.
+    here and validates the arguments first. ``exact_stats`` False: see :class:`LeanEngine`.
     """
-    engine = LeanEngine(capacities_tokens, block_tokens, policy)
+    engine = LeanEngine(capacities_tokens, block_tokens, policy, exact_stats)
     reader = read_trace(path, block_tokens, skip_bad)
     stats, answers = run_pass(reader, engine, block_tokens)
-    infinite = answers.at(None)
-    return TraceAnalysis(stats=stats.finish(reader.skipped_lines, infinite),
+    return TraceAnalysis(stats=stats.finish(reader.skipped_lines, answers.at(None), answers.estimate),
                          results=tuple(answers.at(c) for c in capacities_tokens), first_problem=reader.first_problem)

@@ -169,6 +169,7 @@ class TraceInputs:
     replicas: int = 1  # replicas behind the router (kvcalc.trace.replica_report when given)
     router: str = "round-robin"  # kvcalc.trace.replicas.ROUTERS
     sample_rate: Optional[float] = None  # --curve from a SHARDS-style sample (kvcalc.trace.sampled)
+    exact_stats: bool = False  # True: a dict of every id for sparse ids (else a bounded sample estimates them)
 
 
 MAIN_COLUMNS = (
@@ -187,6 +188,34 @@ TRACE_COLUMNS = (
     Column("output_p50_tokens", "out p50", "round"), Column("output_p99_tokens", "out p99", "round"),
     Column("distinct_blocks", "distinct blocks", "int"), Column("max_token_hit_rate", "max token hit", "percent"),
 )
+
+
+ESTIMATED = ("distinct_blocks", "working_set_tokens", "max_reused_tokens", "max_token_hit_rate",
+             "max_block_hit_rate")  # the trace table's fields that become ``*_estimate`` from a sample
+ESTIMATE_COLUMNS = (
+    Column("distinct_blocks_estimate", "distinct blocks (est.)", "int"),
+    Column("distinct_blocks_std_error", "± s.e.", "int"),
+    Column("max_token_hit_rate_estimate", "max token hit (est.)", "percent"),
+    Column("max_token_hit_rate_std_error", "± s.e.", "percent"),
+)
+ESTIMATE_ROW_COLUMN = Column("token_hit_rate_std_error", "token hit ± s.e.", "percent")
+
+
+def trace_columns(s: TraceStats) -> tuple[Column, ...]:
+    """The trace table's columns: the exact ones, or with the estimated figures and their standard errors."""
+    if s.estimate is None:
+        return TRACE_COLUMNS
+    return tuple(c for c in TRACE_COLUMNS if c.key not in ESTIMATED) + ESTIMATE_COLUMNS
+
+
+def estimate_fields(s: TraceStats) -> dict:
+    """The standard errors of an estimated infinite cache [blocks], [fractions] and how it was sampled."""
+    e = s.estimate
+    return {"distinct_blocks_std_error": e.distinct_blocks_std_error,
+            "max_token_hit_rate_std_error": e.reused_tokens_std_error / s.input.total_tokens
+            if s.input.total_tokens else 0.0,
+            "max_block_hit_rate_std_error": e.hit_blocks_std_error / s.total_blocks if s.total_blocks else 0.0,
+            "estimate_sample_rate": e.rate, "estimate_sampled_ids": e.sampled_ids}
 
 
 def _inf(x: Optional[int]) -> float | int:
@@ -218,11 +247,12 @@ def stats_row(path: str, s: TraceStats) -> dict:
         row |= {f"{name}_mean_tokens": dist.mean_tokens, f"{name}_p50_tokens": dist.p50_tokens,
                 f"{name}_p90_tokens": dist.p90_tokens, f"{name}_p99_tokens": dist.p99_tokens,
                 f"{name}_max_tokens": dist.max_tokens}
-    return row | {
-        "total_blocks": s.total_blocks, "distinct_blocks": s.distinct_blocks,
-        "working_set_tokens": s.distinct_blocks * s.block_tokens, "max_reused_tokens": s.max_reused_tokens,
-        "max_token_hit_rate": s.max_token_hit_rate, "max_block_hit_rate": s.max_block_hit_rate,
-    }
+    blocks = {"distinct_blocks": s.distinct_blocks, "working_set_tokens": s.distinct_blocks * s.block_tokens,
+              "max_reused_tokens": s.max_reused_tokens, "max_token_hit_rate": s.max_token_hit_rate,
+              "max_block_hit_rate": s.max_block_hit_rate}
+    if s.estimate is not None:  # the names say so (JSON, CSV), with the standard errors beside them
+        blocks = {f"{k}_estimate": v for k, v in blocks.items()} | estimate_fields(s)
+    return row | {"total_blocks": s.total_blocks} | blocks
 
 
 def _capacity_order(cap: Capacity) -> float:
@@ -279,7 +309,8 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     block = block_bytes_of(model[0], model[1], inp.block_tokens, opts) if model else None
     given = resolve_capacities(inp.capacities, inp.block_tokens, block)
     analysis = analyze_trace(inp.path, [c.tokens for c in given], inp.block_tokens, inp.policy, inp.skip_bad,
-                             keep_profile=inp.curve, trace_format=inp.trace_format, sample_rate=inp.sample_rate)
+                             keep_profile=inp.curve, trace_format=inp.trace_format, sample_rate=inp.sample_rate,
+                             exact_stats=inp.exact_stats)
     if inp.curve:
         caps = _curve_capacities(given, analysis.profile, inp.curve_points)
         results = [analysis.profile.at(c.tokens) for c in caps]
@@ -288,18 +319,34 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
     rows = [capacity_row(c, r, block) for c, r in zip(caps, results)]
     s = analysis.stats
     columns = MAIN_COLUMNS + ((BYTES_COLUMN,) if block is not None else ())
+    if s.estimate is not None:  # the infinite capacity's row is the estimate (the finite ones stay exact)
+        errors = estimate_fields(s)
+        for row in rows:
+            infinite = row["capacity_tokens"] == math.inf and not inp.curve
+            row |= {"estimated": infinite,
+                    "token_hit_rate_std_error": errors["max_token_hit_rate_std_error"] if infinite else 0.0,
+                    "block_hit_rate_std_error": errors["max_block_hit_rate_std_error"] if infinite else 0.0}
+        if any(row["estimated"] for row in rows):
+            columns += (ESTIMATE_ROW_COLUMN,)
     title = (f"{inp.policy} prefix-cache hit rate, {inp.block_tokens}-token blocks: {Path(inp.path).name}"
              + (" (curve)" if inp.curve else ""))
     main = Table("capacities", title, columns, tuple(rows))
-    trace_table = Table("trace", f"Trace: {Path(inp.path).name}", TRACE_COLUMNS, (stats_row(inp.path, s),))
+    trace_table = Table("trace", f"Trace: {Path(inp.path).name}", trace_columns(s), (stats_row(inp.path, s),))
 
     notes = [f"{s.requests:,} requests over {s.duration_s:,.1f} s; an infinite cache reuses "
+             f"{'an estimated ' if s.estimate is not None else ''}"
              f"{fmt_percent(s.max_token_hit_rate)} of {fmt_count(s.input.total_tokens)} input tokens "
              f"(working set {fmt_count(s.distinct_blocks)} blocks = {fmt_count(s.distinct_blocks * s.block_tokens)} "
              "tokens)",
              f"hit = the leading blocks of a request already cached when it arrives; reused tokens = "
              f"min(hit blocks x {inp.block_tokens}, input length); capacities are decimal (3m = 3,000,000 tokens) "
              f"and hold whole {inp.block_tokens}-token blocks"]
+    if s.estimate is not None:
+        e = s.estimate
+        notes.append(f"the ids are too sparse for a table of the blocks seen: the infinite cache's figures (distinct "
+                     f"blocks, max hit rate{', the inf row' if any(r['estimated'] for r in rows) else ''}) are "
+                     f"estimates from a hashed sample of {fmt_count(e.sampled_ids)} ids (rate {e.rate:.3g}), "
+                     f"shown with one standard error; --exact-stats keeps every id (~100 B each)")
     if inp.curve:
         notes.append(f"curve: {len(caps)} capacities, geometric from one block to the working set, from one "
                      "LRU pass (LRU's inclusion property)")
@@ -327,7 +374,7 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
               "policy": inp.policy,
               "capacities": [c.spec.text for c in given], "curve": inp.curve,
               "curve_points": inp.curve_points if inp.curve else None, "sample_rate": inp.sample_rate,
-              "skip_bad": inp.skip_bad,
+              "skip_bad": inp.skip_bad, "exact_stats": inp.exact_stats,
               "model": block.model_name if block else None,
               "kv_bytes_per_block": block.kv_bytes_per_block if block else None}
     return Result("trace", inputs, main, (trace_table,), tuple(explain), tuple(notes))

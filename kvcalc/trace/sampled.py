@@ -53,6 +53,8 @@ class SampledProfile:
     skipped_lines: int
     input_tokens: int  # [tokens], exact
     total_blocks: int  # [blocks], exact
+    adjust: bool = False  # SHARDS_adj: the first bucket corrected by expected - sampled references (measured:
+    # better on the Mooncake conversation trace, worse on the synthetic one; docs/traces.md)
 
     @property
     def distinct_blocks(self) -> int:
@@ -64,21 +66,37 @@ class SampledProfile:
         s = self.sampled
         d = s.distinct_blocks if capacity_blocks is None else min(math.floor(capacity_blocks * self.rate),
                                                                  s.distinct_blocks)
-        share = int(s.hit_blocks_upto[d]) / s.total_blocks if s.total_blocks else 0.0
+        share = _share(int(s.hit_blocks_upto[d]), s.total_blocks, self.total_blocks * self.rate, d, self.adjust)
         hits = round(share * self.total_blocks)
-        token_share = int(s.reused_tokens_upto[d]) / s.input_tokens if s.input_tokens else 0.0
+        token_share = _share(int(s.reused_tokens_upto[d]), s.input_tokens, self.input_tokens * self.rate, d,
+                             self.adjust)
         reused = round(token_share * self.input_tokens)
         held = self.distinct_blocks if capacity_blocks is None else min(capacity_blocks, self.distinct_blocks)
         return replay_result("lru", self.block_tokens, capacity_tokens, capacity_blocks, self.requests,
                              self.skipped_lines, self.input_tokens, reused, self.total_blocks, hits, held)
 
 
+def _share(sampled_hits: int, sampled: int, expected: float, depth: int, adjust: bool) -> float:
+    """A hit rate [fraction] from the sample: sampled hits / sampled references; with ``adjust`` (SHARDS_adj,
+    Waldspurger et al. FAST'15 section 4.2) the difference ``expected - sampled`` (the references a rate-R sample
+    should have drawn, minus those it drew) is added to the first bucket (depth 1 and up) and the rate taken over
+    ``expected``: a sample that drew a few hot blocks too many or too few is corrected where they sit, at the
+    smallest depths. Clamped to [0, 1]."""
+    if not adjust or expected <= 0:
+        return sampled_hits / sampled if sampled else 0.0
+    if depth < 1:
+        return 0.0
+    return min(1.0, max(0.0, (sampled_hits + expected - sampled) / expected))
+
+
 class SampledLruEngine:
     """The engine interface over a spatially sampled trace (see the module doc)."""
 
-    def __init__(self, rate: float, block_tokens: int):
+    def __init__(self, rate: float, block_tokens: int, salt: int = 0, adjust: bool = False):
         check_rate(rate)
         self.rate = rate
+        self.salt = salt  # mixed into every id before its hash (another salt: another sample)
+        self.adjust = adjust
         self.block_tokens = block_tokens
         self._threshold = math.floor(rate * SAMPLE_SPACE)
         self._engine = LruStackEngine(block_tokens)
@@ -87,10 +105,11 @@ class SampledLruEngine:
     def add_records(self, records: Sequence, signed: bool = True) -> None:
         b = self.block_tokens
         threshold = self._threshold
+        salt = self.salt
         kept = []
         for r in records:
             ids = r.hash_ids
-            keep = [splitmix64(h) % SAMPLE_SPACE < threshold for h in ids]
+            keep = [splitmix64(h ^ salt) % SAMPLE_SPACE < threshold for h in ids]
             sampled = [h for h, k in zip(ids, keep) if k]
             tokens = len(sampled) * b
             if keep and keep[-1]:  # the request's last block is kept: its own tokens (the partial one)
@@ -103,7 +122,7 @@ class SampledLruEngine:
 
     def finish(self, skipped_lines: int = 0) -> SampledProfile:
         return SampledProfile(self.rate, self._engine.finish(skipped_lines), self.block_tokens, self.requests,
-                              skipped_lines, self.input_tokens, self.total_blocks)
+                              skipped_lines, self.input_tokens, self.total_blocks, self.adjust)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.out.units import ms_to_s
 
@@ -50,6 +50,7 @@ class TraceStats:
     max_reused_tokens: int  # [tokens]
     max_token_hit_rate: float  # [fraction]
     max_block_hit_rate: float  # [fraction]
+    estimate: Any = None  # an InfiniteEstimate (kvcalc.trace.seen_sample) when the block figures are estimated
 
 
 class StatsAccumulator:
@@ -87,9 +88,10 @@ class StatsAccumulator:
         self.first_ms = min(self.first_ms, min(timestamps))
         self.last_ms = max(self.last_ms, max(timestamps))
 
-    def finish(self, skipped_lines: int, infinite: ReplayResult) -> TraceStats:
+    def finish(self, skipped_lines: int, infinite: ReplayResult, estimate: Any = None) -> TraceStats:
         """The statistics of everything added; block figures from ``infinite``, the same requests replayed
-        through an infinite cache (its peak cached blocks are the distinct blocks)."""
+        through an infinite cache (its peak cached blocks are the distinct blocks); ``estimate``: how they were
+        estimated (None: exact)."""
         requests = self.requests
         return TraceStats(
             block_tokens=self.block_tokens,
@@ -103,6 +105,7 @@ class StatsAccumulator:
             max_reused_tokens=infinite.reused_tokens,
             max_token_hit_rate=infinite.token_hit_rate,
             max_block_hit_rate=infinite.block_hit_rate,
+            estimate=estimate,
         )
 
 
