@@ -64,10 +64,11 @@ class CostInputs:
 
 
 def kv_budget_bytes_per_gpu(inp: CostInputs, groups) -> float:
-    """The KV budget of one GPU [B]: HBM x utilisation - weights / GPUs (ideal), or the engine's KV pool
+    """The KV budget of one GPU [B]: device memory (as CUDA reports it where the preset says; the article's
+    scenario keeps its stated datasheet GB) x utilisation - weights / GPUs (ideal), or the engine's KV pool
     (blocks x block bytes) with its inputs estimated from the presets (``kvcalc capacity --engine`` walks it)."""
     if inp.engine == "ideal":
-        return max(0.0, inp.hardware.hbm_bytes * inp.hbm_utilization - inp.model.weight_bytes / inp.gpus)
+        return max(0.0, inp.hardware.device_memory_bytes * inp.hbm_utilization - inp.model.weight_bytes / inp.gpus)
     from kvcalc.memory.engine_report import pool_bytes_per_gpu
 
     return pool_bytes_per_gpu(inp.engine, inp.model, inp.kv_options, inp.hardware, inp.gpus, inp.engine_inputs)

@@ -66,6 +66,10 @@ def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInpu
         w_ref = o.workload or sc.workload
         w_name, w = catalog.name_of(w_ref), catalog.load("workloads", w_ref)
     same_hw = hw_ref == sc.hardware and not derived
+    if name == "article" and same_hw:  # the article's stated 80 GB per H100 (datasheet GB), as capacity's article view
+        from dataclasses import replace
+
+        hw = replace(hw, cuda_total_gib=None, cuda_total_source=None)
     pd_ref = o.pd_link or sc.pd_link
     if o.pd_overlap_s is not None and not pd_ref:  # else silently ignored: no hand-off to hide
         raise InputError("--pd-overlap-us: only applies with --pd-link (or a scenario with a pd_link)")

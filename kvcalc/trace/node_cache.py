@@ -29,7 +29,7 @@ def node_cache_tokens(model: ModelPreset, hw: HardwarePreset, gpus: int, block_t
     (an EngineInputs, --engine-input), None: estimated."""
     groups = att.resolve_groups(model, opts)
     if engine == "ideal":
-        budget_gpu = capacity_arrays(groups, model.weight_bytes, hw.hbm_bytes, block_tokens, gpus, hbm_utilization,
+        budget_gpu = capacity_arrays(groups, model.weight_bytes, hw.device_memory_bytes, block_tokens, gpus, hbm_utilization,
                                      0.0)["kv_budget_bytes_per_gpu"]
     else:
         from kvcalc.memory.engine_report import pool_bytes_per_gpu
