@@ -50,9 +50,10 @@ def test_vllm_pool_as_the_node_capacity(trace):
 
 def test_ideal_and_sglang_budgets_differ_as_capacity_says(trace):
     ideal = node_row(trace, *NODE)
-    # ideal: 80e9 x 0.9 - 17,638,426,624 = 54,361,573,376 B per GPU -> floor(/ 20,971,520) = 2,592 blocks
-    assert (ideal["capacity"], ideal["capacity_blocks"]) == ("8 x h100-sxm", 2_592)
-    assert node_row(trace, *NODE, "--engine", "ideal")["capacity_blocks"] == 2_592
+    # ideal: the 79.19 GiB CUDA reports (85,029,615,042.56 B) x 0.9 = 76,526,653,538.3 B
+    # - 17,638,426,624 = 58,888,226,914 B per GPU -> floor(/ 20,971,520) = floor(2,808.01) = 2,808 blocks
+    assert (ideal["capacity"], ideal["capacity_blocks"]) == ("8 x h100-sxm", 2_808)
+    assert node_row(trace, *NODE, "--engine", "ideal")["capacity_blocks"] == 2_808
     sg = node_row(trace, *NODE, "--engine", "sglang")
     # SGLang at TP 8: free at start = 79.19 GiB - 0.4 GiB non-torch = 78.79 GiB; x mem_fraction_static 0.811
     # (SGLang 0.5.23's default from reserved memory on an H100 at TP 8; v0.4's table said 0.81)
@@ -70,7 +71,7 @@ def test_tiers_hbm_tier_is_the_engine_pool(trace):
     assert hbm["tier"] == "hbm" and hbm["capacity_blocks"] == 2_637      # as above
     assert "vllm KV pool" in hbm["capacity_source"]
     ideal = run_cli("trace", trace, *NODE, "--tiers", "hbm,dram", "--format", "json")
-    assert json.loads(ideal.out)["results"][0]["capacity_blocks"] == 2_592
+    assert json.loads(ideal.out)["results"][0]["capacity_blocks"] == 2_808  # the ideal budget above
 
 
 def test_engine_needs_a_node_and_a_known_name(trace):

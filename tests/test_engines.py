@@ -291,8 +291,9 @@ def test_compare_with_an_engine_budget_uses_the_engine_pool():
     # the same pool capacity --engine vllm reports: blocks x (16 tokens x 2 x 80 layers x 2 heads x 128 x 2 B)
     assert budget == cap["num_gpu_blocks"] * 1_310_720
     ideal = subprocess.run([sys.executable, "-m", "kvcalc", "compare", *args], capture_output=True, text=True)
-    # ideal: 80e9 x 0.9 - 70,553,706,496 x 2 B / 4 GPUs = 72e9 - 35,276,853,248 = 36,723,146,752 B
-    assert json.loads(ideal.stdout)["results"][0]["kv_budget_bytes_per_gpu"] == 36_723_146_752
+    # ideal: the 79.19 GiB CUDA reports (85,029,615,042.56 B) x 0.9 = 76,526,653,538.3 B
+    # - 70,553,706,496 x 2 B / 4 GPUs (35,276,853,248) = 41,249,800,290.304 B
+    assert json.loads(ideal.stdout)["results"][0]["kv_budget_bytes_per_gpu"] == pytest.approx(41_249_800_290.304)
 
 
 def test_vllm_estimated_defaults_within_10_percent_of_a_24gb_log():

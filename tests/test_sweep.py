@@ -311,17 +311,17 @@ def test_node_cache_tokens_by_hand():
     from kvcalc.trace.node_cache import node_cache_tokens
 
     h100 = catalog.load_hardware("h100-sxm")
-    # V4 Flash on 8 x H100: per-GPU budget 72e9 - 155,926,583,096 / 8 (the release's FP4-expert weights) =
-    # 52,509,177,113 B; its 512-token block is 1,812,864 B with page padding (the trace's note) and the latent
-    # cache is replicated on every GPU: floor(52,509,177,113 / 1,812,864) = floor(28,964.7) = 28,964 blocks x 512
-    # = 14,829,568 tokens
-    assert node_cache_tokens(catalog.load_model("deepseek-v4-flash"), h100, 8, 512) == 14_829_568
-    # Llama-3-70B: 72e9 - 70,553,706,496 x 2 / 8 = 54,361,573,376 B per GPU; a 512-token block = 512 x 327,680
-    # = 167,772,160 B, 1/8 per GPU (8 KV heads over TP 8) = 20,971,520 B -> floor(2,592.2) = 2,592 blocks x 512
-    # = 1,327,104 tokens
-    assert node_cache_tokens(catalog.load_model("llama-3-70b"), h100, 8, 512) == 1_327_104
+    # V4 Flash on 8 x H100: per-GPU budget = the 79.19 GiB CUDA reports x 0.9 = 76,526,653,538.3 B
+    # - 155,926,583,096 / 8 (the release's FP4-expert weights) = 57,035,830,651 B; its 512-token block is
+    # 1,812,864 B with page padding (the trace's note) and the latent cache is replicated on every GPU:
+    # floor(57,035,830,651 / 1,812,864) = floor(31,461.7) = 31,461 blocks x 512 = 16,108,032 tokens
+    assert node_cache_tokens(catalog.load_model("deepseek-v4-flash"), h100, 8, 512) == 16_108_032
+    # Llama-3-70B: 76,526,653,538.3 - 70,553,706,496 x 2 / 8 = 58,888,226,914 B per GPU; a 512-token block =
+    # 512 x 327,680 = 167,772,160 B, 1/8 per GPU (8 KV heads over TP 8) = 20,971,520 B -> floor(2,808.01) = 2,808
+    # blocks x 512 = 1,437,696 tokens
+    assert node_cache_tokens(catalog.load_model("llama-3-70b"), h100, 8, 512) == 1_437_696
     with pytest.raises(InputError, match="no KV budget"):
-        node_cache_tokens(catalog.load_model("deepseek-v3"), h100, 8, 512)  # 83.9 GB of weights per GPU > 72 GB
+        node_cache_tokens(catalog.load_model("deepseek-v3"), h100, 8, 512)  # 83.9 GB of weights per GPU > 76.5 GB
 
 
 def _trace(tmp_path):

@@ -61,12 +61,13 @@ def test_slow_link_is_recomputed(four: str) -> None:
 
 
 def test_hbm_budget_after_weights(tmp_path: Path) -> None:
-    # Llama-3-70B on 8 x H100: per GPU 80 GB x 0.9 - 70,553,706,496 x 2 B / 8 = 54,361,573,376 B; a GPU holds 1/8
-    # of each 512-token block (8 KV heads over 8 GPUs): 512 x 327,680 / 8 = 20,971,520 B -> floor(2,592.1) = 2,592
+    # Llama-3-70B on 8 x H100: per GPU the 79.19 GiB CUDA reports x 0.9 - 70,553,706,496 x 2 B / 8
+    # = 76,526,653,538.3 - 17,638,426,624 = 58,888,226,914 B; a GPU holds 1/8 of each 512-token block (8 KV heads
+    # over 8 GPUs): 512 x 327,680 / 8 = 20,971,520 B -> floor(2,808.01) = 2,808
     # DRAM: 256 GB x 8 = 2.048 TB / 167,772,160 B = 12,207 blocks; SSD: 3,840 GB x 8 / that = 183,105 blocks
     one = write(tmp_path / "one.jsonl", [{"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [7]}])
     out = tiers_json(one, "--model", "llama-3-70b", "--hardware", "h100-sxm", "--gpus", "8", "--tiers", "hbm,dram,ssd")
-    assert [r["capacity_blocks"] for r in out["results"]] == [2592, 12207, 183105]
+    assert [r["capacity_blocks"] for r in out["results"]] == [2808, 12207, 183105]
     assert [r["link"] for r in out["results"]] == ["in place", "pcie-gen5-x16", "nvme-gen5"]
 
 
