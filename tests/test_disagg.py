@@ -53,3 +53,15 @@ def test_property_exposed_within_zero_and_transfer(nbytes, overlap, n):
 def test_bad_pd_options():
     assert_bad_input(run_cli("compare", "--pd-link", "ib-ndr"), "ib-ndr400")
     assert_bad_input(run_cli("compare", "--pd-link", "eth-10g", "--pd-overlap-us", "-5"), "--pd-overlap-us")
+
+
+def test_nothing_decodes_so_nothing_hides_the_handoff():
+    # --output-tokens 0: no decode step follows the prefill, so the default overlap window (one decode step) is
+    # empty and the whole transfer is exposed: exposed = max(0, transfer - 0) (found by bench/hostile_run.py:
+    # it used to divide by the missing decode rate and exit 3)
+    r = run_cli("compare", "--model", "llama-3-8b", "--hardware", "h200-sxm", "--gpus", "1", "--pd-link",
+                "pcie-gen5-x16", "--requests", "100", "--context", "1k", "--output-tokens", "0", "--format", "json")
+    assert r.code == 0, r.err
+    for row in r.json()["results"]:
+        assert row["pd_overlap_s"] == 0
+        assert row["pd_exposed_s_per_request"] == row["pd_handoff_s_per_request"] > 0

@@ -3,7 +3,8 @@
 Handed-off KV per strategy = every request's KV (entries + fixed state) minus what its reused prefix provides,
 counted layer group by layer group (kvcalc.serve.sharing), which a prefix-tree deployment keeps on the decode side. Each request's KV moves as one coalesced copy:
 time = latency + bytes / bandwidth. Speculative prefetch (the article's strategy D) starts the copy early and
-hides it behind an overlap window (default: one decode step, 1 / decode tokens per second); what remains is
+hides it behind an overlap window (default: one decode step, 1 / decode tokens per second; none when nothing
+decodes); what remains is
 exposed = max(0, transfer - overlap).
 """
 
@@ -21,7 +22,8 @@ def handoff_fields(row: dict, link_name: str, link: LinkPreset, overlap_s: float
     per_request_bytes = row["kv_handoff_bytes"] / n
     per_request_s = transfer_time_s(per_request_bytes, link.latency_s, bw)
     batch_s = transfer_time_s(row["kv_handoff_bytes"], link.latency_s, bw)
-    overlap = overlap_s if overlap_s is not None else 1.0 / row["decode_tokens_per_s"]
+    decode = row["decode_tokens_per_s"]  # None when no request decodes (--output-tokens 0): no step to hide behind
+    overlap = overlap_s if overlap_s is not None else (1.0 / decode if decode else 0.0)
     return {
         "pd_link": link_name, "pd_bandwidth_bytes_per_s": bw, "pd_latency_s": link.latency_s,
         "pd_handoff_bytes_per_request": per_request_bytes, "pd_handoff_s_per_request": per_request_s,
