@@ -4,6 +4,7 @@ the engine inputs, the walk from them, and the log's own KV figures beside kvcal
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from conftest import REPO, assert_bad_input, run_cli
@@ -87,3 +88,54 @@ def test_hostile_log_files(tmp_path):
                      "no such file")
     assert_bad_input(run_cli("capacity", "-m", "qwen3-14b", "--engine", "sglang", "--engine-log",
                              str(LOGS / "vllm-qwen3-14b-lmcache-1739.log")), "--engine-log", "vllm log")
+
+
+SGLANG_LOG = "sglang-llama-3.1-8b-80gb-docs-send-request.log"
+
+
+def test_sglang_v041_log_within_its_rounding():
+    # SGLang docs' "Quick Start: Sending Requests" notebook run of 2025-01-23 (v0.4.1 line format), Llama-3.1-8B
+    # on one 80 GB GPU, mem_fraction_static=0.88: "Load weight begin. avail mem=78.81 GB", "Load weight end. ...
+    # avail mem=63.72 GB", "max_total_num_tokens=444500" (its KV line prints no #tokens). SGLang (GB = GiB):
+    # rest = 63.72 - 78.81 x (1 - 0.88) = 54.2628 GiB; cell 32 layers x 8 heads x 128 x 2 x 2 B = 131,072 B =
+    # 2^17, so tokens = floor(54.2628 x 2^30 / 2^17) = floor(54.2628 x 8,192) = floor(444,520.86) = 444,520.
+    # The log's 444,500 is 20 tokens (2.6 MB) below: its two figures are rounded to 0.01 GiB, so rest lies in
+    # [63.715 - 0.12 x 78.815, 63.725 - 0.12 x 78.805] = [54.2572, 54.2684] GiB -> floor(x 8,192) = 444,474 ...
+    # 444,566 tokens; 444,500 is inside, and no SGLang rule is missing (its K size 444,500 x 65,536 B = 27.13 GiB
+    # as logged; kvcalc's 444,520 would print 27.13 too). Weights: 78.81 - 63.72 = 15.09 GiB,
+    # SGLang's own weight_load_mem_usage (before - after loading), as v0.4.1 prints no "mem usage".
+    r = run_cli("capacity", "-m", "llama-3-8b", "--gpus", "1", "--engine-log", str(LOGS / SGLANG_LOG))
+    assert r.code == 0, r.err
+    assert "the log's KV tokens 444,500, kvcalc's 444,520 (kvcalc +20, +0.004%)" in r.out + r.err
+    env = capacity_json("llama-3-8b", SGLANG_LOG)
+    row, inputs = env["results"][0], env["inputs"]
+    assert (row["engine"], row["kv_cache_tokens"], row["kv_bytes_per_token_per_gpu"]) == ("sglang", 444_520, 2**17)
+    lo, hi = (math.floor((63.715 - 0.12 * 78.815) * 8192), math.floor((63.725 - 0.12 * 78.805) * 8192))
+    assert (lo, hi) == (444_474, 444_566) and lo <= 444_500 <= hi and lo <= row["kv_cache_tokens"] <= hi
+    assert inputs["mem_fraction_static"] == 0.88 and inputs["max_model_len"] == 131_072  # context_len=131072
+    assert inputs["total_memory_bytes"] == pytest.approx(78.81 * 2**30)
+    assert inputs["weights_bytes"] == pytest.approx((78.81 - 63.72) * 2**30)
+    assert round(row["max_concurrency"], 2) == 3.39  # 444,520 / 131,072
+
+
+def test_sglang_v041_lines_parse():
+    log = read_engine_log(
+        "[TP0] Load weight begin. avail mem=78.81 GB\n[TP0] Load weight end. type=LlamaForCausalLM, "
+        "dtype=torch.bfloat16, avail mem=63.72 GB\n[TP0] KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB.\n"
+        "[TP0] max_total_num_tokens=444500, max_prefill_tokens=16384, max_running_requests=2049, context_len=131072",
+        "z.log")
+    f = log.figures
+    assert (log.engine, f["kv_cache_tokens"], f["max_model_len"]) == ("sglang", 444_500, 131_072)
+    assert f["weights_bytes"] == pytest.approx(15.09 * 2**30) and "after_load_bytes" not in f
+    # a later format's "mem usage" wins over begin - end (v0.5: "avail mem=34.93 GB, mem usage=15.76 GB")
+    later = read_engine_log("Load weight begin. avail mem=50.69 GB\nLoad weight end. elapsed=3.48 s, avail mem=34.93"
+                            " GB, mem usage=15.76 GB.\nKV Cache is allocated. #tokens: 20480, K size: 1.25 GB", "w.log")
+    assert later.figures["weights_bytes"] == pytest.approx(15.76 * 2**30)
+    assert later.figures["kv_cache_tokens"] == 20_480
+
+
+def test_an_sglang_log_without_its_pool_names_the_line(tmp_path):
+    path = tmp_path / "nopool.log"
+    path.write_text("[TP0] KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB.\n")
+    assert_bad_input(run_cli("capacity", "-m", "llama-3-8b", "--engine-log", str(path)), str(path),
+                     "SGLang log without its pool", "KV Cache is allocated. #tokens: N", "max_total_num_tokens=N")

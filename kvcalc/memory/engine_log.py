@@ -9,8 +9,13 @@ being GiB too):
   form "Available KV cache memory: 6.51 GiB"; kv_cache_utils: "GPU KV cache size: 42,656 tokens", "Maximum
   concurrency for 32,768 tokens per request: 1.30x"; v0: "Memory profiling results: total_gpu_memory=23.58GiB ...
   non_torch_memory=0.35GiB kv_cache_size=3.81GiB gpu_memory_utilization=0.90" and "# GPU blocks: 1952".
-- SGLang: "KV Cache is allocated. #tokens: 105531, K size: 2.82 GB, V size: 2.82 GB" (or "KV size" for MLA),
-  "mem_fraction_static=0.88" from its server-args dump, "Load weight end. ... mem usage=14.39 GB".
+- SGLang: "KV Cache is allocated. #tokens: 105531, K size: 2.82 GB, V size: 2.82 GB" (or "KV size" for MLA), or
+  where that line has no count (v0.4.1, "KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB.") the
+  scheduler's "max_total_num_tokens=444500, ..."; "mem_fraction_static=0.88" from its server-args dump; "Load weight
+  begin. avail mem=78.81 GB"; "Load weight end. ... mem usage=14.39 GB", or where that line has no "mem usage"
+  (v0.4.1) its "avail mem=63.72 GB", the weights then being begin - end as SGLang computes them
+  (model_runner.py ModelRunner.load_model: weight_load_mem_usage = before_avail_memory - after_avail_memory);
+  the scheduler line's "context_len=131072" as the context length.
 
 A log that gives the KV memory itself ("the rest ... is", "Available KV cache memory", "kv_cache_size") fills
 the budget with it: total = that memory, utilisation 1, the other terms 0 (their own figures are shown beside).
@@ -42,10 +47,13 @@ SGLANG_PATTERNS = {
     "mem_fraction_static": rf"mem_fraction_static=({_NUM[1:-1]})",
     "weights_gib": rf"Load weight end\..*?mem usage={_NUM} GB",
     "total_memory_gib": rf"Load weight begin\. avail mem={_NUM} GB",
+    "after_load_gib": rf"Load weight end\..*?avail mem={_NUM} GB",
+    "max_total_num_tokens": rf"max_total_num_tokens={_NUM}",
+    "max_model_len": rf"max_total_num_tokens=.*?context_len={_NUM}",
 }
 NEEDED = {"vllm": ("kv_memory_gib or total_gpu_memory", "the line 'the rest of the memory reserved for KV Cache "
                    "is X GiB', 'Available KV cache memory: X GiB' or 'Memory profiling results: ... kv_cache_size=X'"),
-          "sglang": ("#tokens", "the line 'KV Cache is allocated. #tokens: N, ...'")}
+          "sglang": ("#tokens", "the line 'KV Cache is allocated. #tokens: N, ...' or 'max_total_num_tokens=N, ...'")}
 
 
 @dataclass(frozen=True)
@@ -60,12 +68,23 @@ def _number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
+def _sglang_fallbacks(figures: dict) -> None:
+    """v0.4.1's lines: the pool from max_total_num_tokens when the KV line has no #tokens; the weights as free
+    memory before - after loading when "Load weight end" has no "mem usage" (SGLang's weight_load_mem_usage)."""
+    total = figures.pop("max_total_num_tokens", None)
+    after = figures.pop("after_load_bytes", None)
+    if "kv_cache_tokens" not in figures and total is not None:
+        figures["kv_cache_tokens"] = total
+    if "weights_bytes" not in figures and after is not None and "total_memory_bytes" in figures:
+        figures["weights_bytes"] = figures["total_memory_bytes"] - after
+
+
 def read_engine_log(text: str, where: str) -> EngineLog:
     """Parse a start-up log; InputError (one line, naming ``where`` and the line it needed) when it has none of
     an engine's KV lines."""
     from kvcalc.out.errors import InputError
 
-    engine = "sglang" if "KV Cache is allocated" in text else (
+    engine = "sglang" if ("KV Cache is allocated" in text or "max_total_num_tokens=" in text) else (
         "vllm" if ("GPU KV cache size" in text or "GPU blocks" in text or "KV Cache is" in text
                    or "Available KV cache memory" in text or "Memory profiling results" in text) else None)
     if engine is None:
@@ -80,12 +99,14 @@ def read_engine_log(text: str, where: str) -> EngineLog:
     for name, value in found.items():
         if name.endswith("_gib"):
             figures[name[:-4] + "_bytes"] = units.gib_to_bytes(value)
-        elif name in ("kv_cache_tokens", "max_model_len", "num_gpu_blocks"):
+        elif name in ("kv_cache_tokens", "max_model_len", "num_gpu_blocks", "max_total_num_tokens"):
             figures[name] = int(value)
         else:
             figures[name] = value
     if engine == "vllm" and "kv_memory_bytes" not in figures and "total_memory_bytes" not in figures:
         raise InputError(f"{where}: vLLM log without its KV memory: needs {NEEDED['vllm'][1]}")
+    if engine == "sglang":
+        _sglang_fallbacks(figures)
     if engine == "sglang" and "kv_cache_tokens" not in figures:
         raise InputError(f"{where}: SGLang log without its pool: needs {NEEDED['sglang'][1]}")
     for key in ("gpu_memory_utilization", "mem_fraction_static"):
