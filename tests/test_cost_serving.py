@@ -232,3 +232,14 @@ def test_what_the_serving_model_cannot_run_keeps_the_stated_forms_and_says_so(ar
     a = env["results"][0]
     assert why in a["serving_model_skipped"] and "wall_time_s" not in a
     assert any("the figures are the stated closed forms" in n for n in env["notes"])
+
+
+def test_no_output_tokens_keeps_the_stated_forms():
+    # --output-tokens 0: an engine generates at least one token (vLLM's SamplingParams refuses max_tokens 0), so a
+    # scheduler run has no first token to time; it used to print TTFT NaN (exit 3, found by bench/hostile_run.py).
+    # The stated closed forms answer, and the row says why
+    r = run_cli("compare", "--model", "llama-3-70b", "--requests", "10", "--context", "8k", "--output-tokens", "0",
+                "--format", "json")
+    assert r.code == 0, r.err
+    for row in r.json()["results"]:
+        assert "0 output tokens" in row["serving_model_skipped"]

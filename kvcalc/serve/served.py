@@ -77,7 +77,12 @@ class CannotServe(Exception):
 
 
 def check_size(w) -> None:
-    """CannotServe when the workload is too big to simulate interactively (see the MAX_ constants)."""
+    """CannotServe when the workload is too big to simulate interactively (see the MAX_ constants), or when a
+    request class generates no token: a server needs max_tokens >= 1 (vLLM's SamplingParams refuses 0), so a
+    scheduler run has no first token to time."""
+    if any(c.output_tokens < 1 for c in w.classes):
+        raise CannotServe("a request class has 0 output tokens, and an engine generates at least one: no first "
+                          "token to time")
     n = sum(c.count for c in w.classes)
     prompt = sum(c.count * c.context_tokens for c in w.classes)
     output = sum(c.count * c.output_tokens for c in w.classes)
