@@ -22,7 +22,8 @@ def handoff_fields(row: dict, link_name: str, link: LinkPreset, overlap_s: float
     per_request_bytes = row["kv_handoff_bytes"] / n
     per_request_s = transfer_time_s(per_request_bytes, link.latency_s, bw)
     batch_s = transfer_time_s(row["kv_handoff_bytes"], link.latency_s, bw)
-    decode = row["decode_tokens_per_s"]  # None when no request decodes (--output-tokens 0): no step to hide behind
+    # no request decodes (--output-tokens 0): no decode step follows to hide the copy behind
+    decode = row["decode_tokens_per_s"] if row.get("output_tokens", 1) else None
     overlap = overlap_s if overlap_s is not None else (1.0 / decode if decode else 0.0)
     return {
         "pd_link": link_name, "pd_bandwidth_bytes_per_s": bw, "pd_latency_s": link.latency_s,

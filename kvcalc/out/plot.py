@@ -141,8 +141,13 @@ def write_curve(path: Path, rows, x: str, y: str, label: str, title: str) -> Non
         ax.plot([r[x]], [100 * r[y]], marker="D", color=colour,
                 label=f"{r[label]}: {r[x]:,.0f} tokens, {100 * r[y]:.1f}%")
     ax.set_xscale("log")
-    ax.set_xlabel("cache capacity [tokens]")
-    ax.set_ylabel("token hit rate [%]")
+    finish(plt, fig, ax, path, title, "cache capacity [tokens]", "token hit rate [%]")
+
+
+def finish(plt, fig, ax, path: Path, title: str, xlabel: str, ylabel: str) -> None:
+    """Label a one-axes figure, add its grid, legend and wrapped title, lay it out and save it to ``path``."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     fig.suptitle(_wrap(title), fontsize="medium")

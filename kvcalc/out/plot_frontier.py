@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvcalc.out.plot import _pyplot, _save, _wrap
+from kvcalc.out.plot import _pyplot, finish
 
 X, Y = "tokens_per_s_per_user", "output_throughput_per_gpu"
 
@@ -24,10 +24,4 @@ def write_frontier(path: Path, rows, front, chosen: dict, title: str) -> None:
     ax.scatter([chosen[X]], [chosen[Y]], marker="*", s=200, color="C3", zorder=3,
                label=f"chosen: {chosen['gpus']} x {chosen['hardware']} tp {chosen['tp']} dp {chosen['dp']} "
                      f"x {chosen['replicas']}")
-    ax.set_xlabel("tokens/s per user [tok/s]")
-    ax.set_ylabel("output tokens/s per GPU [tok/s]")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.suptitle(_wrap(title), fontsize="medium")
-    fig.tight_layout()
-    _save(plt, fig, path, title)
+    finish(plt, fig, ax, path, title, "tokens/s per user [tok/s]", "output tokens/s per GPU [tok/s]")
