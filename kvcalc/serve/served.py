@@ -212,7 +212,7 @@ SERVED_COST_COLUMNS = (
 SERVED_COMPARE_COLUMNS = (
     ("strategy", "strategy", "text"), ("prefill_tokens", "prefill tokens", "int"),
     ("hit_rate", "hit rate", "percent"), ("ttft_mean_s", "TTFT mean", "s"), ("tpot_mean_s", "TPOT mean", "s"),
-    ("output_throughput_tokens_per_s", "out tok/s", "float"), ("kv_fits", "fits", "bool"),
+    ("output_throughput_tokens_per_s", "out tok/s", "round"), ("kv_fits", "fits", "bool"),
     ("usd_per_mtok_blended", "$/M blended", "usd"),
 )  # the wall time is in the C - A table below it, keeping this one within 120 columns
 SERVED_DELTA_KEYS = ("wall_time_s", "output_throughput_tokens_per_s", "ttft_p99_s", "tpot_mean_s")
