@@ -80,7 +80,7 @@ def test_options_change_what_they_should():
 
 
 @pytest.mark.parametrize("args,words", [
-    (["--attention", "dp"], ["--attention dp", "not modelled"]),
+    (["--attention", "dp"], ["--attention dp", "--enable-expert-parallel"]),  # DP attention is modelled under EP
     (["--gpus", "3", "--dp", "2"], ["--gpus 3", "--dp 2"]),
     (["--engine", "tgi"], ["--engine", "vllm"]),
     (["--weights-dtype", "fp7"], ["--weights-dtype", "mxfp4"]),

@@ -22,7 +22,8 @@ def gen_bench(g: Gen):
     g.opt("--tp", ["1", "2", "8"], p=0.2)
     g.opt("--dp", ["1", "2"], p=0.2)
     g.opt("--router", ["round-robin", "least-loaded", "session", "prefix"], ["", "prefx"], p=0.1)
-    g.opt("--attention", ["tp"], ["dp", "", "x"], p=0.1)
+    g.opt("--attention", ["tp", "dp"], ["", "x", "DP"], p=0.1)
+    g.flag(g.r.choice(["--enable-expert-parallel", "--ep"]), 0.2)  # refused on dense models, with exit 2
     g.opt("--engine", ["vllm", "sglang", "trtllm"], ["VLLM", "", "tgi"], p=0.3)
     g.flag("--async-scheduling", 0.2)
     g.opt("--random-input-len", ["1", "128", "1k", "2000", "4k"], BAD_TOKENS, p=0.5)

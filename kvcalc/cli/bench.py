@@ -19,7 +19,8 @@ def bench(
     tp: Annotated[Optional[int], typer.Option("--tp", help="tensor-parallel size of one replica (default: --gpus / --dp)", rich_help_panel=S)] = None,
     dp: Annotated[int, typer.Option("--dp", help="data-parallel replicas, each taking every dp-th request (with --trace: as --router sends them); per-replica hit rate and load in the output", rich_help_panel=S)] = 1,
     router: Annotated[str, typer.Option("--router", help="with --trace and --dp: round-robin (every dp-th) | least-loaded (fewest prompt tokens so far) | session (by the first block) | prefix (the replica caching the longest prefix; ties by load), as kvcalc trace --router", rich_help_panel=S)] = "round-robin",
-    attention: Annotated[str, typer.Option("--attention", help="tp (attention sharded like the rest); dp attention is not modelled yet", rich_help_panel=S)] = "tp",
+    attention: Annotated[Optional[str], typer.Option("--attention", help="tp (attention sharded like the rest); dp: each --dp rank runs its own batch while the experts shard over all GPUs, which is what --enable-expert-parallel does with --dp > 1 (default: dp there, else tp)", show_default=False, rich_help_panel=S)] = None,
+    expert_parallel: Annotated[bool, typer.Option("--enable-expert-parallel", "--ep", help="vLLM's expert parallelism: the routed experts shard over all tp x dp GPUs (E / (tp x dp) whole experts each); with --dp > 1 attention is data-parallel and each MoE layer pays a dispatch and a combine all-to-all", rich_help_panel=S)] = False,
     engine: Annotated[str, typer.Option("--engine", metavar="vllm|sglang|trtllm", help="the engine whose scheduler and per-step cost are modelled", rich_help_panel=S)] = "vllm",
     async_scheduling: Annotated[bool, typer.Option("--async-scheduling", help="vLLM's --async-scheduling (a smaller per-step cost)", rich_help_panel=S)] = False,
     max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="sequences per step (default: the engine's for the GPU)", rich_help_panel=S)] = None,
@@ -58,6 +59,7 @@ def bench(
       kvcalc bench --model qwen3-14b --trace AzureLLMInferenceTrace_conv.csv --num-prompts 2000
       kvcalc bench --model qwen3-14b --enable-prefix-caching --trace trace_0002.json  # kv-cache-tester
       kvcalc bench --model qwen3-14b --gpus 4 --dp 4 --router prefix --enable-prefix-caching --trace t.jsonl.zst
+      kvcalc bench --model qwen3-235b-a22b --hardware h200-sxm --tp 1 --dp 8 --enable-expert-parallel
     """
     from kvcalc.cli.bench_parse import parse_and_run
 

@@ -54,9 +54,14 @@ def parse_and_run(a: dict) -> None:
                                  ("--attention", a["attention"], ("tp", "dp"))):
         if value is not None and value not in allowed:
             raise InputError(f"--{flag.lstrip('-')}: {str(value)[:40]!r} is not one of {', '.join(allowed)}")
-    if a["attention"] == "dp":
-        raise InputError("--attention dp: data-parallel attention is not modelled yet; use --attention tp or --dp")
     dp = int(check_positive(a["dp"], "--dp", limit=MAX_GPUS))
+    ep = bool(a["expert_parallel"])
+    if a["attention"] == "dp" and not (ep and dp > 1):
+        raise InputError("--attention dp: data-parallel attention is vLLM's layout under --enable-expert-parallel "
+                         "with --dp > 1 (without it the --dp ranks are independent replicas)")
+    if a["attention"] == "tp" and ep and dp > 1:
+        raise InputError("--attention tp: with --enable-expert-parallel and --dp > 1 vLLM runs attention "
+                         "data-parallel (each rank its own batch); give --dp 1 for expert parallelism over TP ranks")
     if a["tp"] is not None:
         tp = int(check_positive(a["tp"], "--tp", limit=MAX_GPUS))
     else:
@@ -89,6 +94,10 @@ def parse_and_run(a: dict) -> None:
         raise InputError("--random-input-len + --random-output-len: absurdly large")
     model = weights_dtype(catalog.load_model(a["model"]), a["weights_dtype"])
     hw = catalog.load_hardware(a["hardware"])
+    if ep:
+        from kvcalc.serve.expert_parallel import check_ep
+
+        check_ep(model, catalog.name_of(a["model"]))
     link = catalog.load_link(hw.scaleup_link) if hw.scaleup_link and tp > 1 else None
     cal, cal_name, note = calibration_for(a["hardware"])
     opts = kv_options(a["kv_dtype"], None, None, False)
@@ -125,7 +134,7 @@ def parse_and_run(a: dict) -> None:
                      max_num_seqs=seqs, max_num_batched_tokens=batched, max_model_len=max_len,
                      prefix_caching=a["prefix_caching"], shared_prefix_tokens=shared_tokens,
                      shared_prefix_groups=groups, seed=seed, opts=opts, trace=trace, usd_per_gpu_hour=price,
-                     kv_compression=comp, router=a["router"], replica_of=replica_of)
+                     kv_compression=comp, router=a["router"], replica_of=replica_of, ep=ep)
     from kvcalc.serve.bench_report import bench_result
 
     from kvcalc.out import progress

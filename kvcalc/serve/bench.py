@@ -5,7 +5,8 @@ Engines: vllm (KV pool from memory/engine_vllm.py, online-server defaults per GP
 sglang (memory/engine_sglang.py's pool, page 1, chunked_prefill_size 8,192; admission reserves the output as its
 conservative scheduler does), trtllm (vLLM's pool estimate, 32-token blocks, max_num_tokens 8,192,
 max_batch_size 2,048, GUARANTEED_NO_EVICT admission: the whole prompt + output must fit). ``dp`` replicas of
-``tp`` GPUs each take every dp-th request.
+``tp`` GPUs each take every dp-th request; with ``ep`` (--enable-expert-parallel) they are the DP ranks of one
+engine whose experts shard over all tp x dp GPUs (serve/expert_parallel.py).
 
 Metrics, as vLLM's saved result names them (vllm/benchmarks/serve.py): duration (first send to last finish)
 [s], completed, total_input_tokens, total_output_tokens, request_throughput [req/s], output_throughput,
@@ -69,6 +70,8 @@ class BenchSpec:
     started: bool = False                 # the run is known to have started: its pool held max_model_len
     pool: Optional[object] = None         # a scheduler.Pool given by the caller (cost/compare's KV budget), else
                                           # the engine's own sizing
+    ep: bool = False                      # --enable-expert-parallel: the experts shard over tp x dp GPUs, each of
+                                          # the dp ranks runs its own batch (DP attention): serve/expert_parallel.py
 
     @property
     def gpus(self) -> int:
@@ -111,6 +114,11 @@ def pool_and_limits(spec: BenchSpec):
     from kvcalc.serve.scheduler import Pool, Scheduling
 
     cal = spec.cal
+    ep_w = None
+    if spec.ep:  # the experts shard over tp x dp GPUs: each GPU holds less, its KV pool more
+        from kvcalc.serve.expert_parallel import weights_per_gpu
+
+        ep_w = weights_per_gpu(spec.model, spec.tp, spec.dp)
     max_len = spec.max_model_len or spec.model.max_context_tokens or (spec.input_len + spec.output_len)
     fe = dict(frontend_s_per_request=units.us_to_s(cal.frontend_us_per_request),
               frontend_s_per_input_token=cal.frontend_ns_per_input_token * 1e-9)
@@ -119,7 +127,7 @@ def pool_and_limits(spec: BenchSpec):
         chunk = spec.max_num_batched_tokens or SGLANG_CHUNKED_PREFILL
         groups = engine_groups("sglang", spec.model, spec.opts)
         s = sglang_sizing(spec.model, groups, spec.hw, ec.EngineInputs(engine="sglang", tp=spec.tp,
-                                                                      max_model_len=max_len))
+                                                                      max_model_len=max_len, weights_bytes=ep_w))
         pool = _floor(Pool(num_blocks=int(s["kv_cache_tokens"]), block_size=1, batched_tokens=chunk), spec, max_len)
         seqs = spec.max_num_seqs or SGLANG_MAX_RUNNING
         return pool, Scheduling(chunk, seqs, reserve_output=True, **common)
@@ -138,7 +146,7 @@ def pool_and_limits(spec: BenchSpec):
         block = None
     s = vllm_sizing(spec.model, groups, spec.hw, ec.EngineInputs(
         engine="vllm", tp=spec.tp, max_model_len=max_len, max_num_batched_tokens=batched, max_num_seqs=seqs,
-        block_size=block))
+        block_size=block, weights_bytes=ep_w))
     kg = s["kgroups"]
     pool = Pool(num_blocks=int(s["num_gpu_blocks"]), block_size=int(s["block_size"]),
                 full_groups=sum(1 for g in kg if g.kind == "full"),
@@ -178,6 +186,10 @@ def simulate_spec(spec: BenchSpec):
 
     sm = step_model(spec.model, spec.hw, spec.link, spec.cal, spec.tp, spec.engine, spec.async_scheduling,
                     spec.opts)
+    if spec.ep:
+        from kvcalc.serve.expert_parallel import with_expert_parallel
+
+        sm = with_expert_parallel(sm, spec.model, spec.hw, spec.cal, spec.tp, spec.dp)
     pool, sch = pool_and_limits(spec)
     if spec.kv_compression:  # the same bytes hold FACTOR x the blocks; every step reads 1 / FACTOR of the KV
         sm = replace(sm, kv_scale=1.0 / spec.kv_compression)

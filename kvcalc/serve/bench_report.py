@@ -68,7 +68,8 @@ def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
               "max_num_batched_tokens": sch.max_num_batched_tokens, "enable_prefix_caching": spec.prefix_caching,
               "shared_prefix_tokens": spec.shared_prefix_tokens, "shared_prefix_groups": spec.shared_prefix_groups,
               "seed": spec.seed, "kv_pool_blocks": pool.num_blocks, "block_size": pool.block_size,
-              "compute_dtype": sm.math_dtype, "router": spec.router}
+              "compute_dtype": sm.math_dtype, "router": spec.router, "expert_parallel": spec.ep,
+              "ep": spec.gpus if spec.ep else 1, "attention": "dp" if spec.ep and spec.dp > 1 else "tp"}
     main_row = {c.key: row[c.key] for c in COLUMNS}
     main_row |= {k: row[k] for k in ("preemptions", "steps", "cached_tokens", "peak_running", "failed")}
     plural = "s" if spec.dp > 1 else ""
@@ -83,6 +84,13 @@ def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
         f"preemptions, at most {row['peak_running']:,} running",
         f"matmuls in {sm.math_dtype} (the dtype {spec.hw_name} computes {spec.model_name}'s weights in)",
     ]
+    if spec.ep:
+        out_notes.append(
+            f"expert parallel: {spec.model.moe_experts} experts over {spec.gpus} GPUs; "
+            + (f"{spec.dp} DP ranks each run their own batch (DP attention, attention weights on every rank), "
+               f"their MoE layers in lockstep taken as {spec.dp} x a rank's tokens; 2 all-to-alls per MoE layer over "
+               f"{'the scale-out link' if spec.gpus > 8 else 'the scale-up link'}" if spec.dp > 1 else
+               "one rank: the usual all-reduce sums the experts' outputs (no all-to-all)"))
     if spec.prefix_caching:
         out_notes.append(f"prefix caching: {row['cached_tokens']:,} prompt tokens read from the cache, not "
                          "prefilled (cached blocks are kept for the whole run and still counted in each request's "
@@ -121,7 +129,7 @@ def explain_lines(sm, row: dict, spec: BenchSpec, sch) -> list[str]:
              sch.max_num_batched_tokens, 1, 1, sm.prefill_attention_flops(0, sch.max_num_batched_tokens),
              float(sm.kv_read_bytes(sch.max_num_batched_tokens)))):
         t = sm.terms(float(tokens), float(seqs), float(sampled), attn, kv)
-        total = max(t["compute_s"], t["memory_s"]) + t["comm_s"] + t["overhead_s"]
+        total = max(t["compute_s"], t["memory_s"]) + t["comm_s"] + t.get("ep_comm_s", 0.0) + t["overhead_s"]
         experts = (f"; experts touched {float(sm.distinct_experts(float(tokens))):.1f} of {sm.experts} per layer"
                    if sm.experts else "")
         lines += [f"{what}:",
@@ -129,6 +137,8 @@ def explain_lines(sm, row: dict, spec: BenchSpec, sch) -> list[str]:
                   f"{tokens:,} tokens / eff + {attn:.4g} attention FLOP = {t['compute_s'] * 1e3:.3f} ms",
                   f"  memory = ({sm.dense_weight_bytes:.4g} + {sm.expert_weight_bytes:.4g} x touched share) B / {sm.tp}"
                   f" + {kv:.4g} B KV per GPU = {t['memory_s'] * 1e3:.3f} ms{experts}",
-                  f"  communication = {t['comm_s'] * 1e3:.3f} ms ({sm.tp}-way TP, 2 all-reduces x {sm.layers} layers);"
+                  f"  communication = {t['comm_s'] * 1e3:.3f} ms ({sm.tp}-way TP, 2 all-reduces x {sm.layers} layers)"
+                  + (f" + {t['ep_comm_s'] * 1e3:.3f} ms (EP over {sm.a2a_ranks} GPUs, 2 all-to-alls x {sm.layers}"
+                     " MoE layers)" if "ep_comm_s" in t else "") + ";"
                   f" overhead = {t['overhead_s'] * 1e3:.3f} ms -> step {total * 1e3:.3f} ms"]
     return lines

@@ -20,6 +20,8 @@ chunks of prompts being prefilled. Per GPU:
              chunk's prefix, times the GPU's share of the group (KV heads shard over TP, a latent is replicated).
   comm     = 2 x layers x (latency + 2 (tp - 1) / tp x T x hidden x 2 B / link bandwidth)  (two ring all-reduces
              of BF16 activations per layer over the scale-up link; none at tp = 1)
+             + with --enable-expert-parallel over DP ranks, two all-to-alls per MoE layer (serve/expert_parallel.py,
+             which also shards the experts' weights over tp x dp GPUs)
   overhead = the engine's fixed cost per step (with or without async scheduling) + per_sequence x sequences.
 The matmul peak is the dtype the tensor cores really run (weights_dtype.math_dtype: MXFP4 on Hopper and FP8 on
 Ampere run BF16 math). Every function takes numpy arrays: a run of decode steps is one call.
@@ -97,6 +99,11 @@ class StepModel:
     dense_dequant: float = 1.0    # 1 / efficiency factor of the dense matmuls when dequantised in the kernel
     expert_dequant: float = 1.0   # the same for the routed experts
     kv_scale: float = 1.0         # --kv-compression: KV bytes read x 1 / FACTOR (the article's hypothesis)
+    ep: int = 0                   # expert-parallel GPUs the routed experts shard over (0: by TP); expert_parallel.py
+    moe_token_scale: float = 1.0  # the MoE layers see this x the step's tokens (dp ranks in lockstep under EP)
+    a2a_latency_s: float = 0.0    # the EP all-to-all's link
+    a2a_bytes_per_s: float = 1.0
+    a2a_ranks: int = 1            # GPUs the all-to-all spans (1: none)
 
     # ---------------------------------------------------------------- terms
 
@@ -168,7 +175,8 @@ class StepModel:
         t = np.maximum(tokens, 1e-9)
         flops_time = 2 * self.dense_params * tokens * self.dense_dequant / (self.eff(t) * self.dense_width)
         if self.experts:
-            per_expert = t * self.top_k / np.maximum(self.distinct_experts(t), 1e-9)
+            moe_t = t * self.moe_token_scale
+            per_expert = moe_t * self.top_k / np.maximum(self.distinct_experts(moe_t), 1e-9)
             flops_time = flops_time + (2 * self.expert_active_params * tokens * self.expert_dequant
                                        / (self.eff(per_expert) * self.expert_width))
         flops_time = flops_time + 2 * self.head_params * sampled / self.eff(np.maximum(sampled, 1e-9))
@@ -177,8 +185,11 @@ class StepModel:
 
     def memory_s(self, tokens, kv_bytes_per_gpu):
         """Memory time: weights read (experts touched) + KV read, per GPU [s]."""
-        frac = self.distinct_experts(tokens) / self.experts if self.experts else 0
-        weights = (self.dense_weight_bytes + self.expert_weight_bytes * frac) / self.tp
+        frac = self.distinct_experts(tokens * self.moe_token_scale) / self.experts if self.experts else 0
+        expert = self.expert_weight_bytes * frac
+        if self.ep:  # expert parallel: 1 / ep of the experts per GPU
+            expert = expert * self.tp / self.ep
+        weights = (self.dense_weight_bytes + expert) / self.tp
         return (weights + kv_bytes_per_gpu) / (self.hbm_bytes_per_s * self.hbm_eff)
 
     def comm_s(self, tokens):
@@ -188,19 +199,31 @@ class StepModel:
         moved = 2 * (self.tp - 1) / self.tp * tokens * self.hidden * ACTIVATION_BYTES
         return ALL_REDUCES_PER_LAYER * self.layers * (self.link_latency_s + moved / self.link_bytes_per_s)
 
+    def ep_comm_s(self, tokens):
+        """The expert-parallel all-to-alls of a step (serve/expert_parallel.py) [s]."""
+        if self.a2a_ranks <= 1:
+            return 0.0
+        from kvcalc.serve.expert_parallel import all_to_all_s
+
+        return all_to_all_s(tokens, self.top_k, self.hidden, self.a2a_ranks, self.layers, self.a2a_latency_s,
+                            self.a2a_bytes_per_s)
+
     def step_s(self, tokens, sequences, sampled, attn_flops, kv_bytes_per_gpu):
         """max(compute, memory) + communication + overhead of a step [s] (numpy arrays elementwise)."""
         import numpy as np
 
         return (np.maximum(self.compute_s(tokens, sampled, attn_flops), self.memory_s(tokens, kv_bytes_per_gpu))
-                + self.comm_s(tokens) + self.step_overhead_s + self.per_sequence_s * sequences)
+                + self.comm_s(tokens) + self.ep_comm_s(tokens) + self.step_overhead_s + self.per_sequence_s * sequences)
 
     def terms(self, tokens, sequences, sampled, attn_flops, kv_bytes_per_gpu) -> dict:
         """The step time's terms, for --explain [s]."""
-        return {"compute_s": float(self.compute_s(tokens, sampled, attn_flops)),
-                "memory_s": float(self.memory_s(tokens, kv_bytes_per_gpu)),
-                "comm_s": float(self.comm_s(tokens)),
-                "overhead_s": self.step_overhead_s + self.per_sequence_s * sequences}
+        out = {"compute_s": float(self.compute_s(tokens, sampled, attn_flops)),
+               "memory_s": float(self.memory_s(tokens, kv_bytes_per_gpu)),
+               "comm_s": float(self.comm_s(tokens)),
+               "overhead_s": self.step_overhead_s + self.per_sequence_s * sequences}
+        if self.a2a_ranks > 1:
+            out["ep_comm_s"] = float(self.ep_comm_s(tokens))
+        return out
 
 
 def _plain(g: att.GroupLayout) -> str | None:
