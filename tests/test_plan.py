@@ -54,11 +54,12 @@ def test_durations_parse_with_their_unit():
 
 def test_every_reported_configuration_meets_its_targets_when_re_run_through_bench():
     from kvcalc.serve.bench import simulate_spec
+    from kvcalc.serve.plan_search import row_key
 
     plan, _, _ = _plan()
     assert plan.rows
     for row in plan.rows:
-        specs = plan.specs[((row["hardware"], row["tp"], row["dp"], None), row["replicas"])]
+        specs = plan.specs[row_key(row)]
         again = simulate_spec(specs[0])[0]
         assert again["p99_ttft_ms"] == row["p99_ttft_ms"] and again["p99_tpot_ms"] == row["p99_tpot_ms"]
         assert again["p99_ttft_ms"] <= 2000 and again["p99_tpot_ms"] <= 50
@@ -70,13 +71,14 @@ def test_every_reported_configuration_meets_its_targets_when_re_run_through_benc
 
 
 def test_the_bounds_never_exceed_what_the_simulation_gives():
+    from kvcalc.serve.plan_search import row_key
     from kvcalc.serve.plan_space import family_bounds
 
     plan, fams, traffic = _plan(max_gpus=2, ttft=600.0, tpot=10.0)
     by_key = {f.key(): family_bounds(f, traffic) for f in fams}
     assert plan.simulated
     for row in plan.simulated:
-        b = by_key[(row["hardware"], row["tp"], row["dp"], row["disagg"])]
+        b = by_key[row_key(row)[0]]
         assert b.tpot_floor_s * 1e3 <= row["p99_tpot_ms"]
         assert b.ttft_floor_s * 1e3 <= row["p99_ttft_ms"]
 

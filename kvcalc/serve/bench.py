@@ -179,9 +179,8 @@ def _split(req, dp: int, r: int, replica_of=None):
                     warm_keys=req.warm_keys)
 
 
-def simulate_spec(spec: BenchSpec):
-    """Run the scheduler for every replica -> (metrics dict, list of Run, StepModel, Pool, Scheduling)."""
-    from kvcalc.serve.scheduler import simulate
+def spec_step_model(spec: BenchSpec):
+    """The StepModel of one engine (DP rank) of ``spec``: step_time.step_model, with expert parallelism."""
     from kvcalc.serve.step_time import step_model
 
     sm = step_model(spec.model, spec.hw, spec.link, spec.cal, spec.tp, spec.engine, spec.async_scheduling,
@@ -190,6 +189,14 @@ def simulate_spec(spec: BenchSpec):
         from kvcalc.serve.expert_parallel import with_expert_parallel
 
         sm = with_expert_parallel(sm, spec.model, spec.hw, spec.cal, spec.tp, spec.dp)
+    return sm
+
+
+def simulate_spec(spec: BenchSpec):
+    """Run the scheduler for every replica -> (metrics dict, list of Run, StepModel, Pool, Scheduling)."""
+    from kvcalc.serve.scheduler import simulate
+
+    sm = spec_step_model(spec)
     pool, sch = pool_and_limits(spec)
     if spec.kv_compression:  # the same bytes hold FACTOR x the blocks; every step reads 1 / FACTOR of the KV
         sm = replace(sm, kv_scale=1.0 / spec.kv_compression)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import math
 
 from kvcalc.out.results import Column, LazyLines, Result, Table
-from kvcalc.serve.plan_search import Plan, frontier
+from kvcalc.serve.plan_search import Plan, frontier, row_key
 from kvcalc.serve.plan_space import PLAN_SAMPLE, Targets, Traffic
 
 COLUMNS = (
     Column("hardware", "hardware", "text"), Column("gpus", "GPUs", "int"), Column("tp", "TP", "int"),
-    Column("dp", "DP", "int"), Column("disagg", "P:D", "text"), Column("replicas", "replicas", "int"),
-    Column("usd_per_hour", "$/hour", "usd"), Column("usd_per_mtok_input", "$/M in", "usd"),
+    Column("dp", "DP", "int"), Column("ep", "EP", "int"), Column("disagg", "P:D", "text"),
+    Column("replicas", "replicas", "int"), Column("usd_per_hour", "$/hour", "usd"), Column("usd_per_mtok_input", "$/M in", "usd"),
     Column("usd_per_mtok_output", "$/M out", "usd"), Column("usd_per_mtok_blended", "$/M blended", "usd"),
     Column("output_throughput_per_gpu", "out tok/s per GPU", "float"),
     Column("tokens_per_s_per_user", "tok/s per user", "float"),
@@ -23,12 +23,12 @@ COLUMNS = (
 )
 REJECTED = (
     Column("hardware", "hardware", "text"), Column("tp", "TP", "int"), Column("dp", "DP", "int"),
-    Column("disagg", "P:D", "text"), Column("reason", "fails on", "text"), Column("miss_ratio", "x target", "float"), Column("detail", "why", "text"),
+    Column("ep", "EP", "int"), Column("disagg", "P:D", "text"), Column("reason", "fails on", "text"), Column("miss_ratio", "x target", "float"), Column("detail", "why", "text"),
 )
 FRONTIER = (
     Column("hardware", "hardware", "text"), Column("gpus", "GPUs", "int"), Column("tp", "TP", "int"),
-    Column("dp", "DP", "int"), Column("disagg", "P:D", "text"), Column("replicas", "replicas", "int"),
-    Column("tokens_per_s_per_user", "tok/s per user", "float"),
+    Column("dp", "DP", "int"), Column("ep", "EP", "int"), Column("disagg", "P:D", "text"),
+    Column("replicas", "replicas", "int"), Column("tokens_per_s_per_user", "tok/s per user", "float"),
     Column("output_throughput_per_gpu", "out tok/s per GPU", "float"), Column("meets", "meets targets", "bool"),
 )
 X_AXIS = Column("tokens_per_s_per_user", "tok/s per user", "float")
@@ -41,6 +41,8 @@ def hint(row: dict, model_name: str, max_model_len: int) -> str:
 
     util = EngineInputs().gpu_memory_utilization
     dp = f" --data-parallel-size {row['dp']}" if row["dp"] > 1 else ""
+    if row.get("ep", 1) > 1:
+        dp += " --enable-expert-parallel"
     reps = f" (x {row['replicas']} replicas behind a router)" if row["replicas"] > 1 else ""
     line = (f"vllm serve {model_name} --tensor-parallel-size {row['tp']}{dp} --max-num-seqs {row['max_num_seqs']} "
             f"--max-num-batched-tokens {row['max_num_batched_tokens']} --max-model-len {max_model_len} "
@@ -60,6 +62,8 @@ def bench_line(spec, traffic: Traffic) -> str:
              f"--num-prompts {spec.num_prompts}{rate} --max-model-len {spec.max_model_len}"]
     if spec.max_concurrency:
         parts.append(f"--max-concurrency {spec.max_concurrency}")
+    if spec.ep:
+        parts.append("--enable-expert-parallel")
     if spec.prefix_caching:
         parts.append("--enable-prefix-caching")
     if spec.shared_prefix_tokens:
@@ -72,7 +76,7 @@ def bench_line(spec, traffic: Traffic) -> str:
 def plan_result(plan: Plan, targets: Targets, traffic: Traffic, inputs: dict, notes: tuple = ()) -> Result:
     """The Result every format renders; the rows are the configurations found (empty when none meets)."""
     shown = plan.rows
-    out_notes = [f"searched {plan.enumerated:,} candidates ({plan.families} hardware x TP x DP families x "
+    out_notes = [f"searched {plan.enumerated:,} candidates ({plan.families} hardware x TP x DP (x EP) families x "
                  f"replicas up to {inputs['max_gpus']} GPUs): {plan.bound_pruned:,} pruned by a lower bound "
                  f"(memory, TPOT or TTFT) before any simulation, {plan.simulations:,} simulated, the rest not "
                  "needed (dearer than the answers)",
@@ -85,15 +89,14 @@ def plan_result(plan: Plan, targets: Targets, traffic: Traffic, inputs: dict, no
     max_len = inputs["max_model_len"]
     for i, row in enumerate(shown, 1):
         out_notes.append(f"deploy #{i}: {hint(row, inputs['model'], max_len)}")
-        key = ((row["hardware"], row["tp"], row["dp"], row["disagg"]), row["replicas"])
-        sp = plan.specs.get(key)
+        sp = plan.specs.get(row_key(row))
         if traffic.split is None and sp and not row["disagg"]:
             out_notes.append(f"check #{i} (one replica): {bench_line(sp[0], traffic)}")
     out_notes += list(notes)
     rows = tuple({k: v for k, v in r.items() if k not in ("meets", "ttft_ratio", "tpot_ratio")} for r in shown)
-    extra = [Table("rejected", "Families that cannot meet the targets (hardware x TP x DP, any replicas)",
+    extra = [Table("rejected", "Families that cannot meet the targets (hardware x TP x DP x EP, any replicas)",
                    REJECTED, tuple(sorted(plan.rejected, key=lambda r: (r["hardware"], r["tp"], r["dp"],
-                                                                     r["disagg"] or ""))))
+                                                                     r["disagg"] or "", r["ep"]))))
              ] if plan.rejected else []
     front = frontier(plan.simulated)
     extra.append(Table("frontier", "Pareto frontier of the simulated configurations (tok/s per user vs output "
@@ -114,11 +117,11 @@ def explain_lines(plan: Plan, targets: Targets) -> list[str]:
              f"targets: p99 TTFT <= {targets.ttft_p99_s * 1e3:g} ms, p99 TPOT <= {targets.tpot_p99_s * 1e3:g} ms"]
     for r in plan.rejected:
         ratio = "" if r["miss_ratio"] is None else f"; {r['miss_ratio']:.3g}x the target"
-        pd = f" {r['disagg']}" if r["disagg"] else ""
+        pd = (f" {r['disagg']}" if r["disagg"] else "") + (f" ep {r['ep']}" if r["ep"] > 1 else "")
         lines.append(f"  {r['hardware']} tp {r['tp']} dp {r['dp']}{pd}: {r['reason']} ({r['detail']}{ratio})")
     for r in sorted(plan.simulated, key=lambda r: (r["usd_per_hour"], r["hardware"], r["tp"], r["dp"])):
         verdict = "meets" if r["meets"] else "misses"
-        pd = f" {r['disagg']}" if r["disagg"] else ""
+        pd = (f" {r['disagg']}" if r["disagg"] else "") + (f" ep {r['ep']}" if r["ep"] > 1 else "")
         lines.append(f"  simulated {r['hardware']} tp {r['tp']} dp {r['dp']}{pd} x {r['replicas']}: ${r['usd_per_hour']:,.2f}"
                      f"/h, p99 TTFT {r['p99_ttft_ms']:,.1f} ms, p99 TPOT {r['p99_tpot_ms']:,.2f} ms: {verdict}")
     return lines
@@ -136,12 +139,14 @@ def miss_line(plan: Plan, targets: Targets, max_gpus: int) -> str:
         if c["tpot_ratio"] > 1:
             misses.append(f"p99 TPOT {c['p99_tpot_ms']:,.2f} ms ({c['tpot_ratio']:.3g}x the target)")
         plural = "s" if c["replicas"] > 1 else ""
-        return (f"{head}; closest: {c['gpus']} x {c['hardware']} (tp {c['tp']}, dp {c['dp']}, {c['replicas']} "
+        ep = f", ep {c['ep']}" if c["ep"] > 1 else ""
+        return (f"{head}; closest: {c['gpus']} x {c['hardware']} (tp {c['tp']}, dp {c['dp']}{ep}, {c['replicas']} "
                 f"replica{plural}) misses by {', '.join(misses)}")
     if plan.rejected:
         r = min(plan.rejected, key=lambda r: (r["miss_ratio"] is None, r["miss_ratio"] or 0.0))
         ratio = "" if r["miss_ratio"] is None else f" ({r['miss_ratio']:.3g}x the target)"
-        return f"{head}; closest: {r['hardware']} tp {r['tp']} dp {r['dp']} fails on {r['reason']}: {r['detail']}{ratio}"
+        ep = f" ep {r['ep']}" if r["ep"] > 1 else ""
+        return f"{head}; closest: {r['hardware']} tp {r['tp']} dp {r['dp']}{ep} fails on {r['reason']}: {r['detail']}{ratio}"
     return head + "; no candidate fits --max-gpus"
 
 
@@ -154,6 +159,7 @@ def frontier_chart(plan: Plan, width: int = 72) -> str:
              [r["output_throughput_per_gpu"] for r in front])]
     if plan.rows:
         c = plan.rows[0]
-        data.append((f"chosen: {c['gpus']} x {c['hardware']}, tp {c['tp']} dp {c['dp']} x {c['replicas']}",
+        ep = f" ep {c['ep']}" if c["ep"] > 1 else ""
+        data.append((f"chosen: {c['gpus']} x {c['hardware']}, tp {c['tp']} dp {c['dp']}{ep} x {c['replicas']}",
                      [c["tokens_per_s_per_user"]], [c["output_throughput_per_gpu"]]))
     return line_chart(data, X_AXIS, Y_AXIS, width=width, title="Throughput per GPU vs tokens/s per user")

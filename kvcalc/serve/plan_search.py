@@ -1,7 +1,7 @@
 """``kvcalc plan``'s search: the cheapest deployments whose p99 TTFT and TPOT, as the bench core simulates them,
 meet the targets.
 
-1. Every family (hardware x TP x DP, plan_space.py) is checked against its lower bounds: memory (the KV pool
+1. Every family (hardware x TP x DP [x EP for MoE models], plan_space.py) is checked against its lower bounds: memory (the KV pool
    cannot hold the longest request), the TPOT floor and the TTFT floor. A family a bound rejects is never
    simulated (the bound says by how much it misses).
 2. Each remaining family is simulated once at its lightest load (the most replicas --max-gpus allows): a family
@@ -132,7 +132,7 @@ def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets:
     tpot_ratio = m["p99_tpot_ms"] / 1e3 / targets.tpot_p99_s
     return {
         "hardware": f.hw_name, "gpus": c.gpus, "gpus_per_replica": f.gpus_per_replica, "tp": f.tp, "dp": f.dp,
-        "replicas": c.replicas, "disagg": f.disagg, "usd_per_hour": c.usd_per_hour,
+        "ep": f.ep_size, "replicas": c.replicas, "disagg": f.disagg, "usd_per_hour": c.usd_per_hour,
         "usd_per_mtok_input": m["usd_per_mtok_input"], "usd_per_mtok_output": m["usd_per_mtok_output"],
         "usd_per_mtok_blended": m["usd_per_mtok_blended"],
         "output_throughput": cluster_throughput,
@@ -152,7 +152,8 @@ def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets:
 
 def _reject(f: Family, reason: str, detail: str, ratio) -> dict:
     """A rejected family row; ``ratio``: the miss as a multiple of the target (None when unknown)."""
-    return {"hardware": f.hw_name, "tp": f.tp, "dp": f.dp, "disagg": f.disagg, "gpus_per_replica": f.gpus_per_replica,
+    return {"hardware": f.hw_name, "tp": f.tp, "dp": f.dp, "ep": f.ep_size, "disagg": f.disagg,
+            "gpus_per_replica": f.gpus_per_replica,
             "reason": reason, "detail": detail, "miss_ratio": ratio}
 
 
@@ -238,6 +239,11 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
     return Plan(rows=rows, simulated=simulated, rejected=rejected, enumerated=enumerated,
                 bound_pruned=bound_pruned, simulations=len(done), families=len(fams), specs=specs,
                 screened=len(screened))
+
+
+def row_key(row: dict) -> tuple:
+    """The (Family.key(), replicas) of a result row: where Plan.specs keeps its BenchSpecs."""
+    return (row["hardware"], row["tp"], row["dp"], row["disagg"], row["ep"]), row["replicas"]
 
 
 def frontier(rows: list) -> list:

@@ -3,7 +3,8 @@ candidates (a family x a number of replicas, at most ``max_gpus`` GPUs in all), 
 the physical lower bounds that reject a family before anything is simulated.
 
 A replica is one ``vllm serve`` of ``tp`` x ``dp`` GPUs (``--tensor-parallel-size tp --data-parallel-size dp``:
-dp engines of tp GPUs each, every dp-th request to each, as ``kvcalc bench --dp`` runs them); ``replicas``
+dp engines of tp GPUs each, every dp-th request to each, as ``kvcalc bench --dp`` runs them; for an MoE model
+also with ``--enable-expert-parallel``: the experts over all tp x dp GPUs, attention data-parallel); ``replicas``
 copies of it sit behind a router. GPUs = tp x dp x replicas. TP must divide the query heads and divide or be a
 multiple of every group's KV heads (vLLM's rule: KV heads are replicated once tp > kv_heads); a replica fits in
 one node of NODE_GPUS GPUs.
@@ -62,6 +63,7 @@ class Family:
     prefill: int = 0            # disaggregated: prefill engines (0: aggregated)
     decode: int = 0             # disaggregated: decode engines
     pd_link: object = None      # disaggregated: the link the KV is handed over (LinkPreset)
+    ep: bool = False            # --enable-expert-parallel: experts over tp x dp GPUs, DP attention (MoE models)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -82,8 +84,13 @@ class Family:
         p = self.spec.usd_per_gpu_hour
         return p if p is not None else self.spec.hw.usd_per_gpu_hour
 
+    @property
+    def ep_size(self) -> int:
+        """GPUs the experts shard over (1: no expert parallelism, the experts split by TP)."""
+        return self.tp * self.dp if self.ep else 1
+
     def key(self) -> tuple:
-        return (self.hw_name, self.tp, self.dp, self.disagg)
+        return (self.hw_name, self.tp, self.dp, self.disagg, self.ep_size)
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,7 @@ class Candidate:
 
     def order(self) -> tuple:
         f = self.family
-        return (self.usd_per_hour, self.gpus, f.hw_name, f.tp, f.dp, f.disagg or "", self.replicas)
+        return (self.usd_per_hour, self.gpus, f.hw_name, f.tp, f.dp, f.disagg or "", f.ep_size, self.replicas)
 
 
 @dataclass
@@ -152,7 +159,8 @@ def tp_sizes(model, most: int = NODE_GPUS) -> list[int]:
 
 def families(model, hardware: list[tuple[str, object, object, object, Optional[str]]], template,
              max_gpus: int, disagg: str = "off", pd_link=None) -> list[Family]:
-    """Every hardware x TP x DP with tp x dp <= min(NODE_GPUS, max_gpus) (``disagg`` off or auto), and with
+    """Every hardware x TP x DP with tp x dp <= min(NODE_GPUS, max_gpus) (``disagg`` off or auto; for a model
+    with routed experts each also with expert parallelism over its tp x dp GPUs, serve/expert_parallel.py), and with
     ``disagg`` on or auto every hardware x TP x P:D pair (plan_disagg.pd_pairs), the KV handed over ``pd_link``
     (default: the hardware's scale-up link). ``hardware``: (name, preset, scale-up link or None, calibration,
     borrowed-calibration note) each; ``template``: the BenchSpec of the traffic."""
@@ -167,6 +175,8 @@ def families(model, hardware: list[tuple[str, object, object, object, Optional[s
             dp = 1
             while disagg != "on" and tp * dp <= most:
                 out.append(Family(hw_name, tp, dp, replace(spec, dp=dp), note))
+                if model.moe_experts and tp * dp > 1:  # the same GPUs with expert parallelism
+                    out.append(Family(hw_name, tp, dp, replace(spec, dp=dp, ep=True), note, ep=True))
                 dp *= 2
             if disagg != "off" and (pd_link or link) is not None:
                 out += [Family(hw_name, tp, 1, spec, note, p, d, pd_link or link) for p, d in pd_pairs(tp, most)]
@@ -256,13 +266,11 @@ def family_bounds(f: Family, traffic: Traffic) -> Bounds:
     99th percentile of the per-request floors (a percentile of a dominated array is dominated)."""
     import numpy as np
 
-    from kvcalc.serve.bench import pool_and_limits
-    from kvcalc.serve.step_time import step_model
+    from kvcalc.serve.bench import pool_and_limits, spec_step_model
 
     spec = f.spec
     pool, sch = pool_and_limits(spec)
-    sm = step_model(spec.model, spec.hw, spec.link, spec.cal, spec.tp, spec.engine, spec.async_scheduling,
-                    spec.opts)
+    sm = spec_step_model(spec)
     if traffic.requests is not None:
         req = traffic.requests
         cached = cache_ceiling(req, spec.prefix_caching)
