@@ -42,6 +42,11 @@ def gen_plan(g: Gen):
         g.args += ["--block-tokens", g.pick(["16"], ["0", "-1", "x", "512"])]
         g.opt("--rate-scale", ["0.5", "2"], BAD_NUMBERS, p=0.4)
         g.opt("--router", ["round-robin", "prefix", "session", "least-loaded"], ["", "x"], p=0.4)
+        g.opt("--tiers", ["hbm", "hbm,dram", "hbm,dram,ssd"], ["", "dram", "hbm,hbm", "ssd,hbm", "x"], p=0.3)
+        g.opt("--tier-capacity", ["hbm=100k", "dram=1TB", "ssd=0"], ["dram=-1GB", "x", "hbm=1e400", "nvme=1TB",
+                                                                     "dram=1e30TB"], p=0.15)
+        g.opt("--tier-link", ["dram=pcie-gen4-x16", "ssd=nvme-gen4"], ["hbm=nvlink4", "dram=nosuch", "dram="],
+              p=0.1)
     elif source < 0.25:
         g.args += ["--workload", g.pick(["article-100"], ["nosuch", ""] + hostile_files(g.files))]
         g.opt("--router", ["round-robin", "prefix"], ["", "x"], p=0.3)
@@ -55,6 +60,8 @@ def gen_plan(g: Gen):
         g.opt("--seed", ["0", "3"], ["-1", "x", ""], p=0.1)
         if g.r.random() < 0.05:
             g.opt("--rate-scale", ["2"], p=1.0)  # only with --trace: refused
+        if g.r.random() < 0.03:
+            g.opt("--tiers", ["hbm,dram"], p=1.0)  # only with --trace: refused
     g.output(FIELDS)
 
 

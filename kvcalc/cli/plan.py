@@ -36,6 +36,9 @@ def plan(
     rate_scale: Annotated[float, typer.Option("--rate-scale", help="with --trace: arrivals at FACTOR x the trace's rate", rich_help_panel=T)] = 1.0,
     router: Annotated[str, typer.Option("--router", help="with --trace or --workload: round-robin | least-loaded | session | prefix (cache-aware)", rich_help_panel=T)] = "round-robin",
     block_tokens: Annotated[int, typer.Option("--block-tokens", help="tokens per hash id in the trace (Mooncake: 512)", rich_help_panel=T)] = 512,
+    tiers: Annotated[Optional[str], typer.Option("--tiers", help="with --trace --strategy prefix-tree: each engine's prefix cache as exclusive LRU tiers, fastest first (hbm,dram,ssd): hbm = its KV pool, lower-tier hits load over the tier's link", show_default=False, rich_help_panel=T)] = None,
+    tier_capacity: Annotated[Optional[list[str]], typer.Option("--tier-capacity", help="with --tiers: tier=VALUE, bytes per GPU (dram=1TB) or tokens per engine (hbm=2m); default: hbm = the engine's KV pool, dram/ssd from the hardware preset", show_default=False, rich_help_panel=T)] = None,
+    tier_link: Annotated[Optional[list[str]], typer.Option("--tier-link", help="with --tiers: tier=LINK a lower tier loads over (default: dram = the hardware's host_link, ssd = nvme-gen5)", show_default=False, rich_help_panel=T)] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed of the Poisson arrivals", rich_help_panel=T)] = 0,
     plot: Annotated[Optional[str], typer.Option("--plot", help="write the Pareto frontier to FILE.png | .svg | .html (needs the extra: pip install 'kvcalc[plot]')", rich_help_panel="Output")] = None,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
@@ -53,6 +56,7 @@ def plan(
       kvcalc plan --model qwen3-32b --ttft-p99 2s --tpot-p99 50ms --request-rate 8 --random-input-len 2000 --random-output-len 200
       kvcalc plan --model gpt-oss-120b --hardware h100-sxm,b200 --max-gpus 16 --request-rate 4 --format json
       kvcalc plan --model qwen3-14b --trace conversation.jsonl --strategy prefix-tree --router prefix --rate-scale 2
+      kvcalc plan --model qwen3-14b --trace conversation.jsonl --strategy prefix-tree --tiers hbm,dram,ssd
       kvcalc plan --model qwen3-32b --disagg auto --pd-link ib-ndr400 --request-rate 8 --random-input-len 8k
     """
     from kvcalc.cli.plan_parse import parse_and_run

@@ -16,6 +16,30 @@ def _hardware(text: str):
     return hardware_choices(names)
 
 
+def _tiers(a: dict):
+    """--tiers, --tier-capacity, --tier-link -> trace.plan_tiers.apply_tiers bound to them (links checked here)."""
+    from functools import partial
+
+    from kvcalc.model import catalog
+    from kvcalc.out.errors import InputError
+    from kvcalc.trace.plan_tiers import PlanTiers, apply_tiers
+    from kvcalc.trace.tier_cost import given_capacity, parse_tier_map, parse_tier_names
+
+    names = parse_tier_names(a["tiers"])
+    caps = parse_tier_map(a["tier_capacity"], "--tier-capacity", names)
+    links = parse_tier_map(a["tier_link"], "--tier-link", names)
+    if "hbm" in links:
+        raise InputError("--tier-link: hbm hits are used in place; hbm takes no link")
+    for name, link in links.items():
+        try:
+            catalog.load_link(link)
+        except InputError as err:
+            raise InputError(f"--tier-link {name}: {err}") from None
+    for name, text in caps.items():  # the text's form now (the blocks it holds depend on each engine)
+        given_capacity(name, text, int(a["block_tokens"]), 1.0)
+    return partial(apply_tiers, tiers=PlanTiers(tuple(names), caps, links))
+
+
 def parse_and_run(ctx, a: dict) -> None:
     """Validate ``plan``'s options (``a``: its parameters by name), search, render; exit 2 when nothing meets."""
     import math
@@ -58,7 +82,12 @@ def parse_and_run(ctx, a: dict) -> None:
     listed = a["trace"] is not None or a["workload"] is not None
     refuse_unless(ctx, not listed, ["input_len", "output_len", "shared_prefix"], "the random dataset (no --trace "
                   "or --workload)")
-    refuse_unless(ctx, a["trace"] is not None, ["rate_scale", "block_tokens"], "--trace")
+    refuse_unless(ctx, a["trace"] is not None, ["rate_scale", "block_tokens", "tiers"], "--trace")
+    refuse_unless(ctx, a["tiers"] is not None, ["tier_capacity", "tier_link"], "--tiers")
+    if a["tiers"] is not None and a["strategy"] != "prefix-tree":
+        raise InputError("--tiers: the tiers hold the prefix cache; give --strategy prefix-tree")
+    if a["tiers"] is not None and a["disagg"] != "off":
+        raise InputError("--tiers: not modelled with --disagg on/auto (the tiers would sit on the prefill side)")
     refuse_unless(ctx, listed, ["router"], "--trace or --workload")
     refuse_unless(ctx, a["trace"] is None, ["request_rate"], "the random dataset or --workload (a trace has its "
                   "own arrivals: --rate-scale)")
@@ -77,7 +106,7 @@ def parse_and_run(ctx, a: dict) -> None:
     hardware = _hardware(a["hardware"])
     opts = kv_options(a["kv_dtype"], None, None, False)
     caching = a["strategy"] == "prefix-tree"
-    requests, split, label = None, None, "random"
+    requests, split, label, tiered = None, None, "random", None
     if a["trace"] is not None:
         from kvcalc.trace.plan_input import plan_requests, router_split
 
@@ -85,6 +114,7 @@ def parse_and_run(ctx, a: dict) -> None:
         scale = check_option("rate-scale", a["rate_scale"])
         requests = plan_requests(a["trace"], n, block_tokens, scale)
         split, label = router_split(requests, a["router"], block_tokens), "trace"
+        tiered = _tiers(a) if a["tiers"] is not None else None
     elif a["workload"] is not None:
         from kvcalc.serve.plan_traffic import round_robin, workload_requests
         from kvcalc.trace.plan_input import router_split
@@ -106,7 +136,7 @@ def parse_and_run(ctx, a: dict) -> None:
                          max_concurrency=conc, max_model_len=max_len, prefix_caching=caching,
                          shared_prefix_tokens=shared_tokens, shared_prefix_groups=groups, seed=seed, opts=opts,
                          usd_per_gpu_hour=price)
-    traffic = Traffic(base=template, split=split, requests=requests, label=label, router=a["router"])
+    traffic = Traffic(base=template, split=split, requests=requests, label=label, router=a["router"], tiers=tiered)
     targets = Targets(ttft, tpot)
     from kvcalc.serve.plan_report import miss_line, plan_result
     from kvcalc.serve.plan_search import search
@@ -125,7 +155,8 @@ def parse_and_run(ctx, a: dict) -> None:
               "random_output_len": output_len if not listed else None, "num_prompts": n if requests is None
               else len(requests.prompt), "request_rate": None if math.isinf(rate) or a["trace"] else rate,
               "max_concurrency": conc, "router": a["router"] if listed else None, "max_model_len": max_len,
-              "top": top, "candidates": found.enumerated, "pruned_by_bounds": found.bound_pruned,
+              "tiers": ",".join(tiered.keywords["tiers"].names) if tiered else None, "top": top,
+              "candidates": found.enumerated, "pruned_by_bounds": found.bound_pruned,
               "simulated": found.simulations}
     notes = tuple(dict.fromkeys(h[4] for h in hardware if h[4]))
     result = plan_result(found, targets, traffic, inputs, notes)

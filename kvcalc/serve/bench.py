@@ -168,15 +168,10 @@ def _split(req, dp: int, r: int, replica_of=None):
     """Replica r's share of the requests: every dp-th, or those ``replica_of`` (one replica per request) gives it."""
     import numpy as np
 
-    from kvcalc.serve.scheduler import Requests
-
     if dp == 1:
         return req
     at = slice(r, None, dp) if replica_of is None else np.flatnonzero(np.asarray(replica_of) == r)
-    keys = None if req.keys is None else (req.keys[at] if replica_of is None else [req.keys[i] for i in at.tolist()])
-    handed = None if req.handed is None else np.asarray(req.handed)[at]
-    return Requests(req.send_s[at], req.prompt[at], req.output[at], keys, req.key_tokens, handed=handed,
-                    warm_keys=req.warm_keys)
+    return req.take(at)
 
 
 def spec_step_model(spec: BenchSpec):
@@ -230,11 +225,7 @@ def _admissible(req, spec: BenchSpec):
         if ok.all():
             return req, None
         at = np.flatnonzero(ok)
-        keys = None if req.keys is None else [req.keys[i] for i in at.tolist()]
-        handed = None if req.handed is None else np.asarray(req.handed)[at]
-        kept = type(req)(np.asarray(req.send_s)[at], np.asarray(req.prompt)[at], np.asarray(req.output)[at], keys,
-                         req.key_tokens, handed=handed, warm_keys=req.warm_keys)
-        return kept, at
+        return req.take(at), at
     over = np.flatnonzero(~ok)
     if over.size:
         i = int(over[0])

@@ -46,7 +46,7 @@ class Plan:
 
 def simulate_candidate(c: Candidate, traffic: Traffic, targets: Targets):
     """(row, [BenchSpec]) of candidate ``c``: the bench core's figures for its replicas (see replica_spec)."""
-    from kvcalc.serve.bench import metrics, simulate_spec
+    from kvcalc.serve.bench import metrics, pool_and_limits, simulate_spec
 
     f = c.family
     if f.prefill:
@@ -57,16 +57,20 @@ def simulate_candidate(c: Candidate, traffic: Traffic, targets: Targets):
         specs = [spec]
         cluster_throughput = m["output_throughput"] * c.replicas
     else:
-        runs, specs = [], []
+        runs, specs, lower = [], [], 0
         for part in traffic.split(c.replicas):
             if not len(part.prompt):
                 continue
             spec = replica_spec(c, traffic, part)
+            if traffic.tiers is not None:  # the lower tiers' hits and load times (trace/plan_tiers.py)
+                part, low = traffic.tiers(part, spec, pool_and_limits(spec)[0])
+                spec, lower = replace(spec, trace=part), lower + low
             _, r, sm, pool, sch = simulate_spec(spec)
             runs += r
             specs.append(spec)
         m = metrics(runs, replace(f.spec, dp=f.dp * c.replicas))
         cluster_throughput = m["output_throughput"]
+        return row_of(c, m, pool, sch, cluster_throughput, targets, lower), specs
     return row_of(c, m, pool, sch, cluster_throughput, targets), specs
 
 
@@ -125,7 +129,8 @@ def _simulate_disagg(c: Candidate, traffic: Traffic, targets: Targets):
     return row_of(c, m, pool, sch, m["output_throughput"] * scale, targets), specs
 
 
-def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets: Targets) -> dict:
+def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets: Targets,
+           lower_tier_tokens: int = 0) -> dict:
     """One result row in bench's names (plus the deployment's) [raw SI units, ms where the name says so]."""
     f = c.family
     ttft_ratio = m["p99_ttft_ms"] / 1e3 / targets.ttft_p99_s
@@ -143,6 +148,7 @@ def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets:
         "mean_ttft_ms": m["mean_ttft_ms"], "mean_tpot_ms": m["mean_tpot_ms"],
         "kv_pool_tokens": int(pool.num_blocks * pool.block_size), "block_size": pool.block_size,
         "hit_rate": m["cached_tokens"] / m["total_input_tokens"] if m["total_input_tokens"] else 0.0,
+        "lower_tier_hit_rate": lower_tier_tokens / m["total_input_tokens"] if m["total_input_tokens"] else 0.0,
         "max_num_seqs": sch.max_num_seqs, "max_num_batched_tokens": sch.max_num_batched_tokens,
         "simulated_requests": m["completed"], "preemptions": m["preemptions"],
         "meets": ttft_ratio <= 1 and tpot_ratio <= 1, "miss_ratio": max(ttft_ratio, tpot_ratio),

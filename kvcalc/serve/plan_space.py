@@ -45,6 +45,8 @@ class Traffic:
     requests: Optional[object] = None     # scheduler.Requests of all of them (trace/workload)
     label: str = "random"
     router: str = "round-robin"
+    tiers: Optional[Callable] = None      # --tiers: (replica's requests, its BenchSpec, its Pool) -> (the requests
+                                          # with their tiered hits and load times, lower-tier hit tokens)
 
     @property
     def finite_rate(self) -> bool:

@@ -45,12 +45,7 @@ def part(req, index):
     """The requests at ``index`` (a sorted index array), as scheduler.Requests."""
     import numpy as np
 
-    from kvcalc.serve.scheduler import Requests
-
-    index = np.asarray(index, dtype=np.int64)
-    keys = [req.keys[i] for i in index.tolist()] if req.keys is not None else None
-    return Requests(np.asarray(req.send_s)[index], np.asarray(req.prompt)[index], np.asarray(req.output)[index],
-                    keys, req.key_tokens)
+    return req.take(np.asarray(index, dtype=np.int64))
 
 
 def round_robin(req):

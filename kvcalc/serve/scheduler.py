@@ -92,6 +92,19 @@ class Requests:
     key_tokens: int = 16
     handed: Optional[object] = None
     warm_keys: Optional[frozenset] = None   # block keys already in the prefix cache when the run starts
+    load_s: Optional[object] = None         # per request: waits this long after the front end for its KV to load
+                                            # from a lower tier (trace/plan_tiers.py) [s]
+
+    def take(self, at):
+        """The requests at ``at`` (an index array or a slice) with every per-request field."""
+        import numpy as np
+
+        idx = np.arange(len(self.prompt))[at]
+        pick = (lambda a: None if a is None else np.asarray(a)[idx])
+        keys = None if self.keys is None else [self.keys[i] for i in idx.tolist()]
+        return Requests(np.asarray(self.send_s)[idx], np.asarray(self.prompt)[idx], np.asarray(self.output)[idx],
+                        keys, self.key_tokens, handed=pick(self.handed), warm_keys=self.warm_keys,
+                        load_s=pick(self.load_s))
 
 
 @dataclass
@@ -137,6 +150,7 @@ class _State:
         self.released = 0
         self.fe_free = 0.0
         self.sch = sch
+        self.load = None if req.load_s is None else np.asarray(req.load_s, dtype=float)
 
     def release(self, i: int, now: float) -> None:
         """Send request i at max(its time, now) through the serial front end."""
@@ -145,6 +159,8 @@ class _State:
         start = max(self.send[i], self.fe_free)
         self.engine[i] = start + sch.frontend_s_per_request + sch.frontend_s_per_input_token * self.prompt[i]
         self.fe_free = self.engine[i]
+        if self.load is not None:  # its KV loads from a lower tier first (the queue behind it waits too)
+            self.engine[i] += self.load[i]
         self.released += 1
 
 
