@@ -255,7 +255,7 @@ def test_disaggregated_plans_count_every_engine():
     assert rows and all(row["disagg"] for row in rows)
     for row in rows:
         p, d = (int(x) for x in row["disagg"].rstrip("D").split("P:"))
-        assert row["gpus_per_replica"] == row["tp"] * (p + d)
+        assert row["gpus_per_replica"] == row["tp"] * p + row["decode_tp"] * d  # prefill TP x P + decode TP x D
         assert row["gpus"] == row["gpus_per_replica"] * row["replicas"]
         assert row["p99_ttft_ms"] <= 10_000 and row["p99_tpot_ms"] <= 100
 

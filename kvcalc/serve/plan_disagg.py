@@ -1,6 +1,7 @@
 """``kvcalc plan --disagg on|auto``: prefill/decode disaggregated replicas on the bench core.
 
-A replica is P prefill engines and D decode engines of ``tp`` GPUs each ("PP:DD", e.g. "1P:3D"), as vLLM's
+A replica is P prefill engines of ``tp`` GPUs and D decode engines of the same or another TP ("PP:DD", e.g.
+"2P:1D" of 2 x TP2 prefill and 1 x TP4 decode), as vLLM's
 disaggregated serving behind a proxy runs them (examples/online_serving/disaggregated_serving: the proxy sends
 each request to a prefill instance with max_tokens = 1, then to a decode instance with the request's own
 max_tokens, which finds the prompt's KV already handed over):
@@ -24,13 +25,17 @@ from dataclasses import replace
 MAX_ENGINES = 8
 
 
-def pd_pairs(tp: int, most: int) -> list[tuple[int, int]]:
-    """(P, D) with 1 <= P <= D and tp x (P + D) <= most."""
-    return [(p, d) for p in range(1, MAX_ENGINES + 1) for d in range(p, MAX_ENGINES + 1) if tp * (p + d) <= most]
+def pd_shapes(tps: list[int], most: int) -> list[tuple[int, int, int, int]]:
+    """(prefill TP, P, decode TP, D): 1 <= P, D <= MAX_ENGINES, P x prefill TP + D x decode TP <= most GPUs and
+    no more prefill GPUs than decode GPUs (decode holds the KV of every running request); with one TP this is
+    1 <= P <= D."""
+    return [(tp_p, p, tp_d, d) for tp_p in tps for tp_d in tps for p in range(1, MAX_ENGINES + 1)
+            for d in range(1, MAX_ENGINES + 1) if tp_p * p + tp_d * d <= most and tp_p * p <= tp_d * d]
 
 
 def handoff_s(spec, link, prompt):
-    """Seconds to hand each request's KV to the decode side: latency + per-GPU bytes / bandwidth [s]."""
+    """Seconds to hand each request's KV to the decode side: latency + per-GPU bytes / bandwidth [s] (``spec``
+    with the smaller TP of the two sides: its GPUs send or receive the larger share)."""
     import numpy as np
 
     from kvcalc.model import attention as att
@@ -42,9 +47,10 @@ def handoff_s(spec, link, prompt):
     return transfer_time_s(np.asarray(per_gpu, dtype=float), link.latency_s, link.bandwidth_bytes_per_s())
 
 
-def simulate_pd(spec, req, prefill: int, decode: int, link):
-    """One disaggregated replica of ``spec`` (tp, model, hardware) serving ``req`` -> (Run of all its requests
-    in request order, decode StepModel's pool, scheduling, [BenchSpecs run])."""
+def simulate_pd(spec, req, prefill: int, decode: int, link, decode_spec=None):
+    """One disaggregated replica of ``spec`` (tp, model, hardware; the decode engines ``decode_spec`` when their
+    TP differs) serving ``req`` -> (Run of all its requests in request order, decode StepModel's pool,
+    scheduling, [BenchSpecs run])."""
     import numpy as np
 
     from kvcalc.serve.bench import simulate_spec
@@ -63,7 +69,8 @@ def simulate_pd(spec, req, prefill: int, decode: int, link):
     for e, r in enumerate(pre_runs):
         send[e::prefill] = r.send_s
         ready[e::prefill] = r.first_s
-    arrive = ready + handoff_s(spec, link, prompt)
+    dec = decode_spec if decode_spec is not None else spec
+    arrive = ready + handoff_s(spec if spec.tp <= dec.tp else dec, link, prompt)
     order = np.argsort(arrive, kind="stable")
     dec_req = Requests(arrive[order], prompt[order], output[order], None, req.key_tokens)
     first = np.empty(n)
@@ -74,7 +81,7 @@ def simulate_pd(spec, req, prefill: int, decode: int, link):
         idx = np.arange(e, n, decode)
         p = part(dec_req, idx)
         p.handed = prompt[order][idx]
-        dspec = replace(spec, dp=1, trace=p, num_prompts=len(idx), prefix_caching=False, max_concurrency=None)
+        dspec = replace(dec, dp=1, trace=p, num_prompts=len(idx), prefix_caching=False, max_concurrency=None)
         _, runs, _, pool, sch = simulate_spec(dspec)
         first[order[idx]] = runs[0].first_s
         done[order[idx]] = runs[0].done_s

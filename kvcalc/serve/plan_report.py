@@ -13,7 +13,7 @@ from kvcalc.serve.plan_space import PLAN_SAMPLE, Targets, Traffic
 COLUMNS = (
     Column("hardware", "hardware", "text"), Column("gpus", "GPUs", "int"), Column("tp", "TP", "int"),
     Column("dp", "DP", "int"), Column("ep", "EP", "int"), Column("disagg", "P:D", "text"),
-    Column("replicas", "replicas", "int"), Column("usd_per_hour", "$/hour", "usd"), Column("usd_per_mtok_input", "$/M in", "usd"),
+    Column("decode_tp", "D TP", "int"), Column("replicas", "replicas", "int"), Column("usd_per_hour", "$/hour", "usd"), Column("usd_per_mtok_input", "$/M in", "usd"),
     Column("usd_per_mtok_output", "$/M out", "usd"), Column("usd_per_mtok_blended", "$/M blended", "usd"),
     Column("output_throughput_per_gpu", "out tok/s per GPU", "float"),
     Column("tokens_per_s_per_user", "tok/s per user", "float"),
@@ -23,12 +23,13 @@ COLUMNS = (
 )
 REJECTED = (
     Column("hardware", "hardware", "text"), Column("tp", "TP", "int"), Column("dp", "DP", "int"),
-    Column("ep", "EP", "int"), Column("disagg", "P:D", "text"), Column("reason", "fails on", "text"), Column("miss_ratio", "x target", "float"), Column("detail", "why", "text"),
+    Column("ep", "EP", "int"), Column("disagg", "P:D", "text"), Column("decode_tp", "D TP", "int"),
+    Column("reason", "fails on", "text"), Column("miss_ratio", "x target", "float"), Column("detail", "why", "text"),
 )
 FRONTIER = (
     Column("hardware", "hardware", "text"), Column("gpus", "GPUs", "int"), Column("tp", "TP", "int"),
     Column("dp", "DP", "int"), Column("ep", "EP", "int"), Column("disagg", "P:D", "text"),
-    Column("replicas", "replicas", "int"), Column("tokens_per_s_per_user", "tok/s per user", "float"),
+    Column("decode_tp", "D TP", "int"), Column("replicas", "replicas", "int"), Column("tokens_per_s_per_user", "tok/s per user", "float"),
     Column("output_throughput_per_gpu", "out tok/s per GPU", "float"), Column("meets", "meets targets", "bool"),
 )
 X_AXIS = Column("tokens_per_s_per_user", "tok/s per user", "float")
@@ -49,8 +50,11 @@ def hint(row: dict, model_name: str, max_model_len: int) -> str:
             f"--gpu-memory-utilization {util:g}")
     if row["disagg"]:
         p, d = row["disagg"].rstrip("D").split("P:")
+        sides = (f"{p} prefill + {d} decode instances" if row["decode_tp"] == row["tp"] else
+                 f"{p} prefill instances + {d} decode instance{'s' if d != '1' else ''} with --tensor-parallel-size "
+                 f"{row['decode_tp']}")
         return (f"{line} --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}}' "
-                f"on {p} prefill + {d} decode instances behind vLLM's disaggregated-serving proxy{reps}")
+                f"on {sides} behind vLLM's disaggregated-serving proxy{reps}")
     return line + reps
 
 
@@ -96,7 +100,8 @@ def plan_result(plan: Plan, targets: Targets, traffic: Traffic, inputs: dict, no
     rows = tuple({k: v for k, v in r.items() if k not in ("meets", "ttft_ratio", "tpot_ratio")} for r in shown)
     extra = [Table("rejected", "Families that cannot meet the targets (hardware x TP x DP x EP, any replicas)",
                    REJECTED, tuple(sorted(plan.rejected, key=lambda r: (r["hardware"], r["tp"], r["dp"],
-                                                                     r["disagg"] or "", r["ep"]))))
+                                                                     r["disagg"] or "", r["ep"],
+                                                                     r["decode_tp"] or 0))))
              ] if plan.rejected else []
     front = frontier(plan.simulated)
     extra.append(Table("frontier", "Pareto frontier of the simulated configurations (tok/s per user vs output "
@@ -117,14 +122,22 @@ def explain_lines(plan: Plan, targets: Targets) -> list[str]:
              f"targets: p99 TTFT <= {targets.ttft_p99_s * 1e3:g} ms, p99 TPOT <= {targets.tpot_p99_s * 1e3:g} ms"]
     for r in plan.rejected:
         ratio = "" if r["miss_ratio"] is None else f"; {r['miss_ratio']:.3g}x the target"
-        pd = (f" {r['disagg']}" if r["disagg"] else "") + (f" ep {r['ep']}" if r["ep"] > 1 else "")
+        pd = _pd_words(r)
         lines.append(f"  {r['hardware']} tp {r['tp']} dp {r['dp']}{pd}: {r['reason']} ({r['detail']}{ratio})")
     for r in sorted(plan.simulated, key=lambda r: (r["usd_per_hour"], r["hardware"], r["tp"], r["dp"])):
         verdict = "meets" if r["meets"] else "misses"
-        pd = (f" {r['disagg']}" if r["disagg"] else "") + (f" ep {r['ep']}" if r["ep"] > 1 else "")
+        pd = _pd_words(r)
         lines.append(f"  simulated {r['hardware']} tp {r['tp']} dp {r['dp']}{pd} x {r['replicas']}: ${r['usd_per_hour']:,.2f}"
                      f"/h, p99 TTFT {r['p99_ttft_ms']:,.1f} ms, p99 TPOT {r['p99_tpot_ms']:,.2f} ms: {verdict}")
     return lines
+
+
+def _pd_words(r: dict) -> str:
+    """" 2P:1D (decode tp 4) ep 8" for the explain lines: what sets a family apart beyond hardware, tp and dp."""
+    pd = f" {r['disagg']}" if r["disagg"] else ""
+    if r["disagg"] and r["decode_tp"] != r["tp"]:
+        pd += f" (decode tp {r['decode_tp']})"
+    return pd + (f" ep {r['ep']}" if r["ep"] > 1 else "")
 
 
 def miss_line(plan: Plan, targets: Targets, max_gpus: int) -> str:

@@ -122,10 +122,10 @@ def _simulate_disagg(c: Candidate, traffic: Traffic, targets: Targets):
         spec, parts, scale = f.spec, [p for p in traffic.split(c.replicas) if len(p.prompt)], 1
     runs, specs = [], []
     for p in parts:
-        run, pool, sch, sp = simulate_pd(spec, p, f.prefill, f.decode, f.pd_link)
+        run, pool, sch, sp = simulate_pd(spec, p, f.prefill, f.decode, f.pd_link, f.decode_spec)
         runs.append(run)
         specs += sp
-    m = metrics(runs, replace(spec, dp=(f.prefill + f.decode) * len(parts)))
+    m = metrics(runs, replace(spec, tp=1, dp=f.gpus_per_replica * len(parts)))  # GPU time: every engine's GPUs
     return row_of(c, m, pool, sch, m["output_throughput"] * scale, targets), specs
 
 
@@ -137,7 +137,8 @@ def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets:
     tpot_ratio = m["p99_tpot_ms"] / 1e3 / targets.tpot_p99_s
     return {
         "hardware": f.hw_name, "gpus": c.gpus, "gpus_per_replica": f.gpus_per_replica, "tp": f.tp, "dp": f.dp,
-        "ep": f.ep_size, "replicas": c.replicas, "disagg": f.disagg, "usd_per_hour": c.usd_per_hour,
+        "ep": f.ep_size, "prefill_tp": f.tp if f.prefill else None, "decode_tp": f.decode_tp if f.prefill else None,
+        "replicas": c.replicas, "disagg": f.disagg, "usd_per_hour": c.usd_per_hour,
         "usd_per_mtok_input": m["usd_per_mtok_input"], "usd_per_mtok_output": m["usd_per_mtok_output"],
         "usd_per_mtok_blended": m["usd_per_mtok_blended"],
         "output_throughput": cluster_throughput,
@@ -159,6 +160,7 @@ def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets:
 def _reject(f: Family, reason: str, detail: str, ratio) -> dict:
     """A rejected family row; ``ratio``: the miss as a multiple of the target (None when unknown)."""
     return {"hardware": f.hw_name, "tp": f.tp, "dp": f.dp, "ep": f.ep_size, "disagg": f.disagg,
+            "decode_tp": f.decode_tp if f.prefill else None,
             "gpus_per_replica": f.gpus_per_replica,
             "reason": reason, "detail": detail, "miss_ratio": ratio}
 
@@ -249,7 +251,7 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
 
 def row_key(row: dict) -> tuple:
     """The (Family.key(), replicas) of a result row: where Plan.specs keeps its BenchSpecs."""
-    return (row["hardware"], row["tp"], row["dp"], row["disagg"], row["ep"]), row["replicas"]
+    return (row["hardware"], row["tp"], row["dp"], row["disagg"], row["ep"], row["decode_tp"]), row["replicas"]
 
 
 def frontier(rows: list) -> list:

@@ -66,10 +66,16 @@ class Family:
     decode: int = 0             # disaggregated: decode engines
     pd_link: object = None      # disaggregated: the link the KV is handed over (LinkPreset)
     ep: bool = False            # --enable-expert-parallel: experts over tp x dp GPUs, DP attention (MoE models)
+    decode_spec: object = None  # disaggregated: the decode engines' BenchSpec when their TP differs (else spec)
+
+    @property
+    def decode_tp(self) -> int:
+        """TP of the decode engines (disaggregated; the prefill engines have ``tp``)."""
+        return self.decode_spec.tp if self.decode_spec is not None else self.tp
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tp * (self.prefill + self.decode if self.prefill else self.dp)
+        return self.tp * self.prefill + self.decode_tp * self.decode if self.prefill else self.tp * self.dp
 
     @property
     def engines(self) -> int:
@@ -92,7 +98,7 @@ class Family:
         return self.tp * self.dp if self.ep else 1
 
     def key(self) -> tuple:
-        return (self.hw_name, self.tp, self.dp, self.disagg, self.ep_size)
+        return (self.hw_name, self.tp, self.dp, self.disagg, self.ep_size, self.decode_tp if self.prefill else None)
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,8 @@ class Candidate:
 
     def order(self) -> tuple:
         f = self.family
-        return (self.usd_per_hour, self.gpus, f.hw_name, f.tp, f.dp, f.disagg or "", f.ep_size, self.replicas)
+        return (self.usd_per_hour, self.gpus, f.hw_name, f.tp, f.dp, f.disagg or "", f.ep_size, f.decode_tp,
+                self.replicas)
 
 
 @dataclass
@@ -163,25 +170,28 @@ def families(model, hardware: list[tuple[str, object, object, object, Optional[s
              max_gpus: int, disagg: str = "off", pd_link=None) -> list[Family]:
     """Every hardware x TP x DP with tp x dp <= min(NODE_GPUS, max_gpus) (``disagg`` off or auto; for a model
     with routed experts each also with expert parallelism over its tp x dp GPUs, serve/expert_parallel.py), and with
-    ``disagg`` on or auto every hardware x TP x P:D pair (plan_disagg.pd_pairs), the KV handed over ``pd_link``
+    ``disagg`` on or auto every hardware x P prefill engines of one TP x D decode engines of the same or another
+    TP (plan_disagg.pd_shapes), the KV handed over ``pd_link``
     (default: the hardware's scale-up link). ``hardware``: (name, preset, scale-up link or None, calibration,
     borrowed-calibration note) each; ``template``: the BenchSpec of the traffic."""
-    from kvcalc.serve.plan_disagg import pd_pairs
+    from kvcalc.serve.plan_disagg import pd_shapes
 
     out = []
     most = min(NODE_GPUS, max_gpus)
+    tps = tp_sizes(model, most)
     for hw_name, hw, link, (cal, cal_name), note in hardware:
-        for tp in tp_sizes(model, most):
-            spec = replace(template, hw_name=hw_name, hw=hw, link=link if tp > 1 else None, cal=cal,
-                           cal_name=cal_name, tp=tp, dp=1)
+        specs = {tp: replace(template, hw_name=hw_name, hw=hw, link=link if tp > 1 else None, cal=cal,
+                             cal_name=cal_name, tp=tp, dp=1) for tp in tps}
+        for tp, spec in specs.items():
             dp = 1
             while disagg != "on" and tp * dp <= most:
                 out.append(Family(hw_name, tp, dp, replace(spec, dp=dp), note))
                 if model.moe_experts and tp * dp > 1:  # the same GPUs with expert parallelism
                     out.append(Family(hw_name, tp, dp, replace(spec, dp=dp, ep=True), note, ep=True))
                 dp *= 2
-            if disagg != "off" and (pd_link or link) is not None:
-                out += [Family(hw_name, tp, 1, spec, note, p, d, pd_link or link) for p, d in pd_pairs(tp, most)]
+        if disagg != "off" and (pd_link or link) is not None:
+            out += [Family(hw_name, tp_p, 1, specs[tp_p], note, p, d, pd_link or link,
+                           decode_spec=specs[tp_d] if tp_d != tp_p else None) for tp_p, p, tp_d, d in pd_shapes(tps, most)]
     return out
 
 
@@ -265,12 +275,25 @@ def cache_ceiling(req, prefix_caching: bool):
 
 def family_bounds(f: Family, traffic: Traffic) -> Bounds:
     """Pool and floors of family ``f`` for the traffic (see the module docstring); the p99 TTFT floor is the
-    99th percentile of the per-request floors (a percentile of a dominated array is dominated)."""
+    99th percentile of the per-request floors (a percentile of a dominated array is dominated). Prefill and
+    decode engines of different TP: the TTFT floor of the prefill side (a request's first token needs its
+    prefill there), the TPOT floor of the decode side, and the memory bound of the side whose pool falls
+    shorter of the longest request."""
+    b = spec_bounds(f.spec, traffic)
+    if f.prefill and f.decode_spec is not None:
+        d = spec_bounds(f.decode_spec, traffic)
+        short = b if b.pool_blocks - b.need_blocks <= d.pool_blocks - d.need_blocks else d
+        b = Bounds(short.pool_blocks, short.need_blocks, d.kv_pool_tokens, d.tpot_floor_s, b.ttft_floor_s,
+                   short.limits)
+    return b
+
+
+def spec_bounds(spec, traffic: Traffic) -> Bounds:
+    """:func:`family_bounds` of one engine's BenchSpec."""
     import numpy as np
 
     from kvcalc.serve.bench import pool_and_limits, spec_step_model
 
-    spec = f.spec
     pool, sch = pool_and_limits(spec)
     sm = spec_step_model(spec)
     if traffic.requests is not None:
