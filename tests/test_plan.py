@@ -278,3 +278,22 @@ def test_plot_writes_the_frontier(tmp_path):
     text = out.read_text()
     assert "<svg" in text and "Pareto frontier" in text and "chosen" in text
     assert "Throughput per GPU vs tokens/s per user" in r.out  # the terminal chart too
+
+
+def test_a_family_dearer_than_the_answers_is_never_simulated_and_the_answers_are_unchanged():
+    # the lazy probe (plan_search step 3): a family is simulated only when its cheapest candidate comes up, so the
+    # answers equal those of probing every family first, which is what re-simulating each answer checks here
+    from kvcalc.serve.bench import simulate_spec
+    from kvcalc.serve.plan_search import row_key
+
+    plan, fams, _ = _plan(hardware=("h100-sxm", "a100-80g", "b200"), max_gpus=4, top=1)
+    assert plan.rows and plan.unprobed > 0
+    cheapest = plan.rows[0]["usd_per_hour"]
+    simulated = {row_key(r)[0] for r in plan.simulated}
+    for f in fams:
+        if f.key() not in simulated and f.gpus_per_replica * f.usd_per_gpu_hour > cheapest:
+            break
+    else:
+        pytest.fail("expected a family too dear to simulate")
+    again = simulate_spec(plan.specs[row_key(plan.rows[0])][0])[0]
+    assert again["p99_ttft_ms"] <= 2000 and again["p99_tpot_ms"] <= 50

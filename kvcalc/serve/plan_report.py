@@ -83,7 +83,9 @@ def plan_result(plan: Plan, targets: Targets, traffic: Traffic, inputs: dict, no
     out_notes = [f"searched {plan.enumerated:,} candidates ({plan.families} hardware x TP x DP (x EP) families x "
                  f"replicas up to {inputs['max_gpus']} GPUs): {plan.bound_pruned:,} pruned by a lower bound "
                  f"(memory, TPOT or TTFT) before any simulation, {plan.simulations:,} simulated, the rest not "
-                 "needed (dearer than the answers)",
+                 "needed (dearer than the answers)" + (f"; {plan.unprobed:,} of the families were never simulated "
+                                                       "(even their cheapest configuration costs more than the "
+                                                       "answers)" if plan.unprobed else ""),
                  "predicted, not measured: each configuration is the bench core's simulation (kvcalc bench) of its "
                  "replicas; docs/serving-model.md shows that model's error on measured runs"]
     if traffic.split is None and traffic.finite_rate and inputs["num_prompts"] > PLAN_SAMPLE:

@@ -4,14 +4,16 @@ meet the targets.
 1. Every family (hardware x TP x DP [x EP for MoE models], plan_space.py) is checked against its lower bounds: memory (the KV pool
    cannot hold the longest request), the TPOT floor and the TTFT floor. A family a bound rejects is never
    simulated (the bound says by how much it misses).
-2. Each remaining family is simulated once at its lightest load (the most replicas --max-gpus allows): a family
-   that misses even there is rejected with the miss. This assumes latency does not fall as a replica's load
-   rises (fewer replicas), which holds for the scheduler's queueing and batching but is not proven for every
-   run; docs/commands/plan.md says so.
-3. The candidates of the families left (family x replicas) are simulated cheapest first ($/hour, then GPUs); a
+2. The candidates of the families left (family x replicas) are simulated cheapest first ($/hour, then GPUs); a
    family's first candidate that meets both targets is its answer (a dearer one of the same family is never
    better). The search stops once ``top`` families have answers and the next candidate is dearer than the
    ``top``-th answer. Answers at the same $/hour rank by $/M blended (the higher throughput).
+3. When a family's cheapest candidate first comes up, the family is simulated once at its lightest load (the
+   most replicas --max-gpus allows): a family that misses even there is rejected with the miss and none of its
+   other candidates is simulated. This assumes latency does not fall as a replica's load rises (fewer
+   replicas), which holds for the scheduler's queueing and batching but is not proven for every run;
+   docs/commands/plan.md says so. A family whose cheapest candidate costs more than the ``top``-th answer is
+   never simulated at all (Plan.unprobed): it could not be among the answers.
 
 Each simulation is the bench core's (bench.simulate_spec) on the replica's BenchSpec (plan_space.replica_spec):
 re-running that spec gives the same figures.
@@ -37,6 +39,7 @@ class Plan:
     families: int
     specs: dict = field(default_factory=dict)  # (family key, replicas) -> the BenchSpecs simulated
     screened: int = 0    # of the simulations, those a short screening run rejected (screen_misses)
+    unprobed: int = 0    # families never simulated: their cheapest candidate costs more than the answers
 
     @property
     def closest(self):
@@ -215,8 +218,8 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
                 simulated.append(row)
         return done[k]
 
-    probed = []
-    for f in progress.track(left, "families"):
+    def probe(f: Family) -> bool:
+        """Simulate ``f`` at its lightest load; False (and a rejected row) when it misses even there."""
         lightest = Candidate(f, max_gpus // f.gpus_per_replica)
         row = run(lightest)
         load = f"at its lightest load ({lightest.replicas} replica{'s' if lightest.replicas > 1 else ''})"
@@ -231,14 +234,24 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
                                     f"{row['p99_ttft_ms']:,.1f} ms, p99 TPOT {row['p99_tpot_ms']:,.2f} ms",
                                     row["miss_ratio"]))
         else:
-            probed.append(f)
+            return True
+        return False
+
     answers: dict = {}
-    for c in candidates(probed, max_gpus):
+    probed: dict = {}  # family key -> passed its lightest-load run
+    tick = progress.counter(len(left), "families")
+    for c in candidates(left, max_gpus):
         key = c.family.key()
         if key in answers:
             continue
         if len(answers) >= top and c.usd_per_hour > sorted(answers.values())[top - 1][0]:
             break  # every candidate left is dearer than the top-th answer (equal prices are all simulated)
+        if key not in probed:  # a family is first simulated when its cheapest candidate comes up
+            probed[key] = probe(c.family)
+            if tick is not None:
+                tick()
+        if not probed[key]:
+            continue
         row = run(c)
         if row is not None and row["meets"]:
             answers[key] = (row["usd_per_hour"], row["usd_per_mtok_blended"], c.order(), row)
@@ -246,7 +259,7 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
     bound_pruned = sum(max_gpus // f.gpus_per_replica for f in fams if f not in left)
     return Plan(rows=rows, simulated=simulated, rejected=rejected, enumerated=enumerated,
                 bound_pruned=bound_pruned, simulations=len(done), families=len(fams), specs=specs,
-                screened=len(screened))
+                screened=len(screened), unprobed=len(left) - len(probed))
 
 
 def row_key(row: dict) -> tuple:
