@@ -77,7 +77,8 @@ def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
                 f"({spec.max_model_len or spec.model.max_context_tokens:,} tokens) are refused, as vLLM's server "
                 f"refuses them (HTTP 400), and left out of every figure"] if row["failed"] else [])
     out_notes = refused + [
-        f"predicted, not measured: {spec.engine} on {spec.tp} x {spec.hw_name} (x {spec.dp} replica{plural}), calibration "
+        f"predicted, not measured: {spec.engine} on {spec.tp} x {spec.hw_name} (x {spec.dp} "
+        f"{'DP rank' if spec.ep else 'replica'}{plural}), calibration "
         f"{spec.cal_name} (presets/calibration; docs/serving-model.md shows its error on measured runs)",
         f"KV pool {pool.num_blocks:,} blocks of {pool.block_size} tokens per replica; limits {sch.max_num_batched_tokens:,} "
         f"batched tokens and {sch.max_num_seqs:,} sequences per step; {row['steps']:,} steps, {row['preemptions']:,} "
@@ -130,13 +131,14 @@ def explain_lines(sm, row: dict, spec: BenchSpec, sch) -> list[str]:
              float(sm.kv_read_bytes(sch.max_num_batched_tokens)))):
         t = sm.terms(float(tokens), float(seqs), float(sampled), attn, kv)
         total = max(t["compute_s"], t["memory_s"]) + t["comm_s"] + t.get("ep_comm_s", 0.0) + t["overhead_s"]
-        experts = (f"; experts touched {float(sm.distinct_experts(float(tokens))):.1f} of {sm.experts} per layer"
-                   if sm.experts else "")
+        experts = (f"; experts touched {float(sm.distinct_experts(float(tokens) * sm.moe_token_scale)):.1f} of "
+                   f"{sm.experts} per layer" if sm.experts else "")
+        ep = f" (the experts' share / {sm.ep} EP GPUs x {sm.tp})" if sm.ep else ""
         lines += [f"{what}:",
                   f"  compute = 2 x ({sm.dense_params:.4g} dense + {sm.expert_active_params:.4g} expert) params x "
                   f"{tokens:,} tokens / eff + {attn:.4g} attention FLOP = {t['compute_s'] * 1e3:.3f} ms",
-                  f"  memory = ({sm.dense_weight_bytes:.4g} + {sm.expert_weight_bytes:.4g} x touched share) B / {sm.tp}"
-                  f" + {kv:.4g} B KV per GPU = {t['memory_s'] * 1e3:.3f} ms{experts}",
+                  f"  memory = ({sm.dense_weight_bytes:.4g} + {sm.expert_weight_bytes:.4g} x touched share{ep}) B / "
+                  f"{sm.tp} + {kv:.4g} B KV per GPU = {t['memory_s'] * 1e3:.3f} ms{experts}",
                   f"  communication = {t['comm_s'] * 1e3:.3f} ms ({sm.tp}-way TP, 2 all-reduces x {sm.layers} layers)"
                   + (f" + {t['ep_comm_s'] * 1e3:.3f} ms (EP over {sm.a2a_ranks} GPUs, 2 all-to-alls x {sm.layers}"
                      " MoE layers)" if "ep_comm_s" in t else "") + ";"

@@ -80,7 +80,15 @@ def bench_line(spec, traffic: Traffic) -> str:
 def plan_result(plan: Plan, targets: Targets, traffic: Traffic, inputs: dict, notes: tuple = ()) -> Result:
     """The Result every format renders; the rows are the configurations found (empty when none meets)."""
     shown = plan.rows
-    out_notes = [f"searched {plan.enumerated:,} candidates ({plan.families} hardware x TP x DP (x EP) families x "
+    # the EP and decode-TP columns only where they can differ: an MoE model's search, a disaggregated one
+    hidden = set() if any(r["ep"] > 1 for r in plan.simulated + plan.rejected) else {"ep"}
+    if not any(r["disagg"] for r in plan.simulated + plan.rejected):
+        hidden.add("decode_tp")
+
+    def shown_columns(cols):
+        return tuple(c for c in cols if c.key not in hidden)
+    ep = "" if "ep" in hidden else " x EP"
+    out_notes = [f"searched {plan.enumerated:,} candidates ({plan.families} hardware x TP x DP{ep} families x "
                  f"replicas up to {inputs['max_gpus']} GPUs): {plan.bound_pruned:,} pruned by a lower bound "
                  f"(memory, TPOT or TTFT) before any simulation, {plan.simulations:,} simulated, the rest not "
                  "needed (dearer than the answers)" + (f"; {plan.unprobed:,} of the families were never simulated "
@@ -100,17 +108,17 @@ def plan_result(plan: Plan, targets: Targets, traffic: Traffic, inputs: dict, no
             out_notes.append(f"check #{i} (one replica): {bench_line(sp[0], traffic)}")
     out_notes += list(notes)
     rows = tuple({k: v for k, v in r.items() if k not in ("meets", "ttft_ratio", "tpot_ratio")} for r in shown)
-    extra = [Table("rejected", "Families that cannot meet the targets (hardware x TP x DP x EP, any replicas)",
-                   REJECTED, tuple(sorted(plan.rejected, key=lambda r: (r["hardware"], r["tp"], r["dp"],
+    extra = [Table("rejected", f"Families that cannot meet the targets (hardware x TP x DP{ep}, any replicas)",
+                   shown_columns(REJECTED), tuple(sorted(plan.rejected, key=lambda r: (r["hardware"], r["tp"], r["dp"],
                                                                      r["disagg"] or "", r["ep"],
                                                                      r["decode_tp"] or 0))))
              ] if plan.rejected else []
     front = frontier(plan.simulated)
     extra.append(Table("frontier", "Pareto frontier of the simulated configurations (tok/s per user vs output "
-                       "tok/s per GPU)", FRONTIER, tuple(front)))
+                       "tok/s per GPU)", shown_columns(FRONTIER), tuple(front)))
     return Result(command="plan", inputs=inputs,
                   main=Table("plan", f"Cheapest deployments meeting p99 TTFT <= {targets.ttft_p99_s * 1e3:g} ms and "
-                             f"p99 TPOT <= {targets.tpot_p99_s * 1e3:g} ms", COLUMNS, rows),
+                             f"p99 TPOT <= {targets.tpot_p99_s * 1e3:g} ms", shown_columns(COLUMNS), rows),
                   extra=tuple(extra), explain=LazyLines(lambda: explain_lines(plan, targets)),
                   notes=tuple(out_notes))
 

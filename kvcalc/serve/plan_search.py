@@ -140,7 +140,6 @@ def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets:
     tpot_ratio = m["p99_tpot_ms"] / 1e3 / targets.tpot_p99_s
     return {
         "hardware": f.hw_name, "gpus": c.gpus, "gpus_per_replica": f.gpus_per_replica, "tp": f.tp, "dp": f.dp,
-        "ep": f.ep_size, "prefill_tp": f.tp if f.prefill else None, "decode_tp": f.decode_tp if f.prefill else None,
         "replicas": c.replicas, "disagg": f.disagg, "usd_per_hour": c.usd_per_hour,
         "usd_per_mtok_input": m["usd_per_mtok_input"], "usd_per_mtok_output": m["usd_per_mtok_output"],
         "usd_per_mtok_blended": m["usd_per_mtok_blended"],
@@ -152,11 +151,13 @@ def row_of(c: Candidate, m: dict, pool, sch, cluster_throughput: float, targets:
         "mean_ttft_ms": m["mean_ttft_ms"], "mean_tpot_ms": m["mean_tpot_ms"],
         "kv_pool_tokens": int(pool.num_blocks * pool.block_size), "block_size": pool.block_size,
         "hit_rate": m["cached_tokens"] / m["total_input_tokens"] if m["total_input_tokens"] else 0.0,
-        "lower_tier_hit_rate": lower_tier_tokens / m["total_input_tokens"] if m["total_input_tokens"] else 0.0,
         "max_num_seqs": sch.max_num_seqs, "max_num_batched_tokens": sch.max_num_batched_tokens,
         "simulated_requests": m["completed"], "preemptions": m["preemptions"],
         "meets": ttft_ratio <= 1 and tpot_ratio <= 1, "miss_ratio": max(ttft_ratio, tpot_ratio),
         "ttft_ratio": ttft_ratio, "tpot_ratio": tpot_ratio,
+        # last, so the earlier CSV columns keep their places
+        "ep": f.ep_size, "prefill_tp": f.tp if f.prefill else None, "decode_tp": f.decode_tp if f.prefill else None,
+        "lower_tier_hit_rate": lower_tier_tokens / m["total_input_tokens"] if m["total_input_tokens"] else 0.0,
     }
 
 
