@@ -20,6 +20,7 @@ COLUMNS = (
     Column("median_ttft_ms", "p50 TTFT ms", "float"), Column("p99_ttft_ms", "p99 TTFT ms", "float"),
     Column("median_tpot_ms", "p50 TPOT ms", "float"), Column("p99_tpot_ms", "p99 TPOT ms", "float"),
     Column("kv_pool_tokens", "KV pool tok/engine", "int"), Column("hit_rate", "hit rate", "percent"),
+    Column("lower_tier_hit_rate", "of it below HBM", "percent"),
 )
 REJECTED = (
     Column("hardware", "hardware", "text"), Column("tp", "TP", "int"), Column("dp", "DP", "int"),
@@ -84,6 +85,8 @@ def plan_result(plan: Plan, targets: Targets, traffic: Traffic, inputs: dict, no
     hidden = set() if any(r["ep"] > 1 for r in plan.simulated + plan.rejected) else {"ep"}
     if not any(r["disagg"] for r in plan.simulated + plan.rejected):
         hidden.add("decode_tp")
+    if not inputs.get("tiers"):
+        hidden.add("lower_tier_hit_rate")
 
     def shown_columns(cols):
         return tuple(c for c in cols if c.key not in hidden)
