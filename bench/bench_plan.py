@@ -4,6 +4,7 @@ it, in the same run, the time an exhaustive search (every candidate simulated) w
 simulating a seeded random sample of the candidates (--sample) and scaling their mean to all of them.
 
     python bench/bench_plan.py [--model qwen3-32b] [--max-gpus 64] [--sample 20] [--tpot-ms 50] [--disagg off]
+    python bench/bench_plan.py --disagg both   # off and auto side by side: the CPU ratio of adding the P:D families
 
 The case: Qwen3-32B on h100-sxm, h200-sxm, b200, a100-80g and h800-sxm (every TP the heads allow x DP inside an
 8-GPU node x replicas up to --max-gpus), 1,000 requests of 2,000 in / 200 out at 8 req/s, p99 TTFT <= 2 s and
@@ -42,9 +43,24 @@ def main() -> None:
     ap.add_argument("--max-gpus", type=int, default=64)
     ap.add_argument("--sample", type=int, default=20, help="candidates simulated to estimate the exhaustive search")
     ap.add_argument("--tpot-ms", type=float, default=50.0, help="the p99 TPOT target [ms]")
-    ap.add_argument("--disagg", default="off", choices=("off", "on", "auto"))
+    ap.add_argument("--disagg", default="off", choices=("off", "on", "auto", "both"))
     opts = ap.parse_args()
     from kvcalc.serve import plan_search, plan_space
+
+    if opts.disagg == "both":  # why --disagg stays off by default (docs/commands/plan.md)
+        targets = plan_space.Targets(2.0, opts.tpot_ms / 1e3)
+        cpu = {}
+        for mode in ("off", "auto"):
+            fams, traffic = setup(opts.model, opts.max_gpus, mode)
+            t = time.process_time()
+            plan = plan_search.search(fams, traffic, targets, opts.max_gpus, top=3)
+            cpu[mode] = time.process_time() - t
+            print(f"--disagg {mode}: {plan.enumerated:,} candidates ({plan.families} families), {plan.simulations:,} "
+                  f"simulated, {plan.unprobed:,} families never simulated, {cpu[mode]:.2f} s CPU; answers "
+                  + ", ".join(f"{r['gpus']} x {r['hardware']} tp {r['tp']} dp {r['dp']} {r['disagg'] or ''}"
+                              f"x {r['replicas']}" for r in plan.rows))
+        print(f"auto / off CPU: {cpu['auto'] / cpu['off']:.2f}")
+        return
 
     fams, traffic = setup(opts.model, opts.max_gpus, opts.disagg)
     targets = plan_space.Targets(2.0, opts.tpot_ms / 1e3)
