@@ -28,7 +28,7 @@ from kvcalc.out import progress
 
 MAX_JUMP_CELLS = 2_000_000  # requests x steps evaluated in one numpy call of a decode run
 MIN_JUMP_STEPS = 8          # shorter runs cost more as one numpy call than step by step (bench/bench_serving.py)
-JUMP_CELLS_AT_ONCE = 20_000  # requests x steps a run first looks at for the step where the pool runs out (then 4 x)
+JUMP_CELLS_AT_ONCE = 4_096   # requests x steps a run first looks at for the step where the pool runs out (then 4 x)
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,7 @@ class _State:
         self.first = np.full(n, math.nan)
         self.done = np.full(n, math.nan)
         self.admitted_once = np.zeros(n, dtype=bool)
+        self._send, self._prompt = self.sched_send.tolist(), self.prompt.tolist()  # Python floats for release
         self.released = 0
         self.fe_free = 0.0
         self.sch = sch
@@ -146,10 +147,10 @@ class _State:
     def release(self, i: int, now: float) -> None:
         """Send request i at max(its time, now) through the serial front end."""
         sch = self.sch
-        self.send[i] = max(self.sched_send[i], now)
-        start = max(self.send[i], self.fe_free)
-        self.engine[i] = start + sch.frontend_s_per_request + sch.frontend_s_per_input_token * self.prompt[i]
-        self.fe_free = self.engine[i]
+        self.send[i] = send = max(self._send[i], now)
+        start = max(send, self.fe_free)
+        self.engine[i] = self.fe_free = (start + sch.frontend_s_per_request
+                                         + sch.frontend_s_per_input_token * self._prompt[i])
         self.released += 1
 
 
@@ -177,6 +178,7 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
 
     handed = None if req.handed is None else np.asarray(req.handed, dtype=np.int64)
     gaps = _Gaps(st.n)
+    chunk_terms: dict = {}
 
     def hit_tokens(i: int) -> int:
         if st.admitted_once[i]:
@@ -310,7 +312,7 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
         if admitted:
             run_arr = np.concatenate([run_arr, np.array(admitted, dtype=np.int64)])
         run.peak_running = max(run.peak_running, len(run_arr))
-        dt = _step_time(sm, st, len(d), ctx[:len(d)], chunks)
+        dt = _step_time(sm, st, len(d), ctx[:len(d)], chunks, chunk_terms)
         prefill = sum(c[2] for c in chunks)
         run.prefill_time_s += dt * prefill / (prefill + len(d))
         run.decode_time_s += dt * len(d) / (prefill + len(d))
@@ -435,8 +437,9 @@ def _decode_run(sm, pool, st, r, free, now, gaps, next_arrival):
     return float(times[J - 1]), used, J
 
 
-def _step_time(sm, st, n_dec: int, dec_ctx, chunks) -> float:
-    """One step's time from its ``n_dec`` decodes (at contexts ``dec_ctx``) and prefill chunks [s]."""
+def _step_time(sm, st, n_dec: int, dec_ctx, chunks, memo: dict) -> float:
+    """One step's time from its ``n_dec`` decodes (at contexts ``dec_ctx``) and prefill chunks [s]; ``memo``
+    keeps each chunk's (attention FLOPs, KV bytes) by (start, tokens): equal prompts have equal chunks."""
     tokens = n_dec + sum(c[2] for c in chunks)
     sampled = n_dec + sum(1 for i, s, t in chunks if s + t >= st.target[i])
     attn, kv = 0.0, 0.0
@@ -445,6 +448,9 @@ def _step_time(sm, st, n_dec: int, dec_ctx, chunks) -> float:
         attn += float(a)
         kv += float(k)
     for i, start, t in chunks:
-        attn += sm.prefill_attention_flops(start, t)
-        kv += float(sm.kv_read_bytes(start + t))
+        terms = memo.get((start, t))
+        if terms is None:
+            terms = memo[start, t] = (sm.prefill_attention_flops(start, t), float(sm.kv_read_bytes(start + t)))
+        attn += terms[0]
+        kv += terms[1]
     return float(sm.step_s(float(tokens), float(n_dec + len(chunks)), float(sampled), attn, kv))
