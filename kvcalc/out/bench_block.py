@@ -36,5 +36,6 @@ def vllm_block(row: dict, max_concurrency=None, request_rate: float = math.inf) 
         out += [_title(header, "-"), _line(f"Mean {name} (ms):", row[f"mean_{key}_ms"]),
                 _line(f"Median {name} (ms):", row[f"median_{key}_ms"]), _line(f"P99 {name} (ms):", row[f"p99_{key}_ms"])]
     out += [_title("Inter-token Latency", "-"), _line("Mean ITL (ms):", row["mean_itl_ms"]),
-            _line("Median ITL (ms):", row["median_itl_ms"]), _line("P99 ITL (ms):", row["p99_itl_ms"]), "=" * WIDTH]
+            _line("Median ITL (ms):", row["median_itl_ms"]), _line("P99 ITL (ms):", row["p99_itl_ms"]),
+            "=" * WIDTH]
     return "\n".join(out) + "\n"
