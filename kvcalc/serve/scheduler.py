@@ -244,10 +244,12 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
                 and int((st.output[run_arr] - st.gen[run_arr]).min()) >= MIN_JUMP_STEPS
                 and not _can_admit(st, pool, waiting, len(run_arr), free - need_sum, seq_cap, budget_cap,
                                    hit_tokens, sch)):
+            # an arrival ends the run only when it could be admitted: behind a waiting head that cannot be (and
+            # cannot become so while the run's decodes only take blocks) it changes no step of the run
             was = now
             now, used, steps = _decode_run(
                 sm, pool, st, run_arr, free, now, gaps,
-                float(st.engine[ptr]) if ptr < st.released and len(run_arr) < seq_cap else math.inf)
+                float(st.engine[ptr]) if ptr < st.released and len(run_arr) < seq_cap and not waiting else math.inf)
             run.decode_time_s += now - was
             free -= used
             run.steps += steps
