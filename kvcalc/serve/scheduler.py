@@ -14,7 +14,10 @@ Requests reach the engine through a serial front end (HTTP, tokenising the text 
 + a cost per prompt token); ``max_concurrency`` is ``vllm bench serve``'s client-side cap (a request is sent when
 fewer than C are in flight). Steps are timed by :class:`kvcalc.serve.step_time.StepModel`. A run of pure decode
 steps (nothing to admit, nothing prefilling) is computed in one numpy call up to the next event (a request
-finishing, the pool running out, an arrival), so 10^5 requests take seconds.
+finishing, the pool running out, an arrival into an empty queue); the running set is an array and each step's
+bookkeeping (the decodes' next blocks, who finished, the gaps between tokens for the ITL) is a few numpy calls
+on it. A saturated run (a full pool, a request admitted or preempted almost every step) is still stepped one
+step at a time: 10^5 such requests take tens of seconds (bench/bench_serving.py).
 """
 
 from __future__ import annotations
