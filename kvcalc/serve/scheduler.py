@@ -227,6 +227,7 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
         for i in r[~left].tolist():
             finish(i)
         return r[left]
+
     while finished < st.n:
         while ptr < st.released and st.engine[ptr] <= now:
             waiting.append(ptr)
@@ -366,7 +367,7 @@ class _Gaps:
         k = int(np.count_nonzero(regular))
         if k:
             self.shared.append((now - was, k))
-        if k < len(d):  # skipped a step (the token budget) or none before
+        if k < len(d):  # their last token came earlier: the token budget left them out of a step
             self.odd.append(now - last[~regular])
         self.last[d] = now
 
