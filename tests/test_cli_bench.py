@@ -10,7 +10,8 @@ from conftest import run_cli
 
 VLLM_NAMES = ("duration", "completed", "total_input_tokens", "total_output_tokens", "request_throughput",
               "output_throughput", "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
-              "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "mean_e2el_ms")
+              "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
+              "mean_e2el_ms")
 ARGS = ["bench", "--model", "qwen3-14b", "--random-input-len", "1000", "--random-output-len", "50",
         "--num-prompts", "40"]
 
@@ -26,7 +27,9 @@ def test_table_is_vllms_block_with_the_json_figures():
     assert t.code == 0, t.err
     lines = t.out.splitlines()
     assert lines[0] == "============ Serving Benchmark Result ============"
-    assert lines[lines.index("=" * 50) - 1].startswith("Mean ITL (ms):")
+    end = lines.index("=" * 50)  # vLLM's ITL section: mean, median, P99, then the closing rule
+    assert [x.split(" (ms)")[0] for x in lines[end - 4:end]] == ["---------------Inter-token Latency----------------",
+                                                               "Mean ITL", "Median ITL", "P99 ITL"]
     assert "---------------Time to First Token----------------" in lines
     assert "-----Time per Output Token (excl. 1st token)------" in lines
     row = j["results"][0]

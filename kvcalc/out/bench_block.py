@@ -1,6 +1,7 @@
 """The block ``vllm bench serve`` prints at the end of a run (vllm/benchmarks/serve.py: a 50-character
 "=" title, "{:<40} {:<10}" lines, "-" section headers), filled with kvcalc's predicted figures, so the two
-can be held side by side. Lines kvcalc does not predict (peak throughput, median and P99 ITL) are left out."""
+can be held side by side. Lines kvcalc does not predict (peak output token throughput, peak concurrent
+requests) are left out."""
 
 from __future__ import annotations
 
@@ -34,5 +35,7 @@ def vllm_block(row: dict, max_concurrency=None, request_rate: float = math.inf) 
                               ("Time per Output Token (excl. 1st token)", "TPOT", "tpot")):
         out += [_title(header, "-"), _line(f"Mean {name} (ms):", row[f"mean_{key}_ms"]),
                 _line(f"Median {name} (ms):", row[f"median_{key}_ms"]), _line(f"P99 {name} (ms):", row[f"p99_{key}_ms"])]
-    out += [_title("Inter-token Latency", "-"), _line("Mean ITL (ms):", row["mean_itl_ms"]), "=" * WIDTH]
+    out += [_title("Inter-token Latency", "-"), _line("Mean ITL (ms):", row["mean_itl_ms"]),
+            _line("Median ITL (ms):", row["median_itl_ms"]), _line("P99 ITL (ms):", row["p99_itl_ms"]),
+            "=" * WIDTH]
     return "\n".join(out) + "\n"

@@ -16,7 +16,8 @@ COLUMNS = (
     Column("mean_ttft_ms", "mean TTFT ms", "float"), Column("median_ttft_ms", "median TTFT ms", "float"),
     Column("p99_ttft_ms", "P99 TTFT ms", "float"), Column("mean_tpot_ms", "mean TPOT ms", "float"),
     Column("median_tpot_ms", "median TPOT ms", "float"), Column("p99_tpot_ms", "P99 TPOT ms", "float"),
-    Column("mean_itl_ms", "mean ITL ms", "float"), Column("mean_e2el_ms", "mean E2EL ms", "float"),
+    Column("mean_itl_ms", "mean ITL ms", "float"), Column("median_itl_ms", "median ITL ms", "float"),
+    Column("p99_itl_ms", "P99 ITL ms", "float"), Column("mean_e2el_ms", "mean E2EL ms", "float"),
     Column("gpu_seconds", "GPU-seconds", "float"), Column("usd_per_mtok_input", "$/M in", "usd"),
     Column("usd_per_mtok_output", "$/M out", "usd"), Column("usd_per_mtok_blended", "$/M blended", "usd"),
 )

@@ -95,11 +95,12 @@ def strategy_row(inp: CostInputs, strategy: str, mix: strategies.RequestMix | No
     return _strategy(inp, strategy, mix)[:2]
 
 
-def _strategy(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None = None, prior=None):
+def _strategy(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None = None, prior=None, given=None):
     """:func:`strategy_row` + what the serving model's run was (None on the stated path) -> (row, classes, info).
-    The serving model runs the workload's own requests, so a given ``mix`` (a trace replay's) keeps the stated
-    path. ``prior``: A's serving-model info on the same inputs (C reuses its run when nothing is shared)."""
-    served = inp.decode_model == "serving" and mix is None
+    The serving model runs the workload's own requests, or ``given`` (served.GivenRequests: a trace's, whose
+    replay gave ``mix``); a ``mix`` without them keeps the stated path. ``prior``: A's serving-model info on the
+    same inputs (C reuses its run when nothing is shared)."""
+    served = inp.decode_model == "serving" and (mix is None or given is not None)
     groups = att.resolve_groups(inp.model, inp.kv_options)
     mix = mix or strategies.workload_mix(inp.workload, strategy, inp.warm)
     sl = mix.slices
@@ -165,7 +166,7 @@ def _strategy(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None 
         from kvcalc.serve.served import CannotServe, served_row
 
         try:
-            row, class_rows, info = served_row(inp, strategy, row, groups, budget_gpu, prior)
+            row, class_rows, info = served_row(inp, strategy, row, groups, budget_gpu, prior, given)
         except CannotServe as e:  # the stated closed forms, labelled as such (see _notes)
             row["serving_model_skipped"] = str(e)
     if inp.pd_link is not None:
@@ -376,14 +377,15 @@ def delta_rows(a: dict, c: dict) -> list[dict]:
     return out
 
 
-def compare_result(inp: CostInputs, mixes: dict | None = None):
+def compare_result(inp: CostInputs, mixes: dict | None = None, given=None):
     """The ``kvcalc compare`` result: A and C side by side, deltas, per-class TTFT, assumptions.
-    ``mixes`` maps strategy -> RequestMix (e.g. from a trace replay); default: the workload's."""
+    ``mixes`` maps strategy -> RequestMix (e.g. from a trace replay); default: the workload's. ``given``
+    (served.GivenRequests): the trace's requests, which the serving model then runs instead of the workload's."""
     from kvcalc.out.results import Column, LazyLines, Result, Table
 
     mixes = mixes or {}
-    a, ca, ia = _strategy(inp, "lru", mixes.get("lru"))
-    c, cc, ic = _strategy(inp, "prefix-tree", mixes.get("prefix-tree"), ia)
+    a, ca, ia = _strategy(inp, "lru", mixes.get("lru"), given=given)
+    c, cc, ic = _strategy(inp, "prefix-tree", mixes.get("prefix-tree"), ia, given)
     infos = [i for i in (ia, ic) if i]
     cols = served.SERVED_COMPARE_COLUMNS if infos else COMPARE_COLUMNS
     main = Table("compare", f"A vs C on {_workload_title(inp)}: {inp.model_name} on {inp.gpus} x "

@@ -14,7 +14,10 @@ Requests reach the engine through a serial front end (HTTP, tokenising the text 
 + a cost per prompt token); ``max_concurrency`` is ``vllm bench serve``'s client-side cap (a request is sent when
 fewer than C are in flight). Steps are timed by :class:`kvcalc.serve.step_time.StepModel`. A run of pure decode
 steps (nothing to admit, nothing prefilling) is computed in one numpy call up to the next event (a request
-finishing, the pool running out, an arrival), so 10^5 requests take seconds.
+finishing, the pool running out, an arrival into an empty queue); the running set is an array and each step's
+bookkeeping (the decodes' next blocks, who finished, the gaps between tokens for the ITL) is a few numpy calls
+on it. A saturated run (a full pool, a request admitted or preempted almost every step) is still stepped one
+step at a time: 10^5 such requests take tens of seconds (bench/bench_serving.py).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kvcalc.out import progress
 
 MAX_JUMP_CELLS = 2_000_000  # requests x steps evaluated in one numpy call of a decode run
 MIN_JUMP_STEPS = 8          # shorter runs cost more as one numpy call than step by step (bench/bench_serving.py)
+JUMP_CELLS_AT_ONCE = 4_096   # requests x steps a run first looks at for the step where the pool runs out (then 4 x)
 
 
 @dataclass(frozen=True)
@@ -57,12 +61,14 @@ class Pool:
         """Blocks a request holding ``tokens`` tokens needs (int or numpy array) [blocks]."""
         import numpy as np
 
-        t = np.asarray(tokens, dtype=np.int64)
+        t = tokens if isinstance(tokens, np.ndarray) and tokens.dtype == np.int64 else np.asarray(tokens, np.int64)
         b = self.block_size
-        n = self.full_groups * (-(-t // b))
+        n = -(-t // b)
+        if self.full_groups != 1:
+            n = n * self.full_groups
         for w in self.sliding_windows:
             n = n + (-(-np.minimum(w, t) // b)) + (t > 0)
-        return n + self.state_groups * (t > 0)
+        return n + self.state_groups * (t > 0) if self.state_groups else n
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,8 @@ class Run:
     prefill_time_s: float = 0.0   # step time shared out by the steps' prefill tokens [s]
     decode_time_s: float = 0.0
     notes: list = field(default_factory=list)
+    gap_s: object = None          # the gaps between successive output tokens, pooled over requests [s] ...
+    gap_n: object = None          # ... and how many tokens had each (vLLM's ITL list, compressed)
 
 
 class _State:
@@ -147,6 +155,7 @@ class _State:
         self.first = np.full(n, math.nan)
         self.done = np.full(n, math.nan)
         self.admitted_once = np.zeros(n, dtype=bool)
+        self._send, self._prompt = self.sched_send.tolist(), self.prompt.tolist()  # Python floats for release
         self.released = 0
         self.fe_free = 0.0
         self.sch = sch
@@ -155,12 +164,12 @@ class _State:
     def release(self, i: int, now: float) -> None:
         """Send request i at max(its time, now) through the serial front end."""
         sch = self.sch
-        self.send[i] = max(self.sched_send[i], now)
-        start = max(self.send[i], self.fe_free)
-        self.engine[i] = start + sch.frontend_s_per_request + sch.frontend_s_per_input_token * self.prompt[i]
-        self.fe_free = self.engine[i]
+        self.send[i] = send = max(self._send[i], now)
+        start = max(send, self.fe_free)
+        self.engine[i] = self.fe_free = (start + sch.frontend_s_per_request
+                                         + sch.frontend_s_per_input_token * self._prompt[i])
         if self.load is not None:  # its KV loads from a lower tier first (the queue behind it waits too)
-            self.engine[i] += self.load[i]
+            self.engine[i] += float(self.load[i])
         self.released += 1
 
 
@@ -178,7 +187,7 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
         st.release(i, 0.0)
     cache: set = set(req.warm_keys or ())
     waiting: deque = deque()
-    running: list = []
+    run_arr = np.zeros(0, dtype=np.int64)   # the running requests, in admission order
     ptr, finished, now, free = 0, 0, 0.0, pool.num_blocks
     budget_cap, seq_cap = sch.max_num_batched_tokens, sch.max_num_seqs
     biggest = pool.need_one(int(st.prompt.max()) + (int(st.output.max()) if sch.reserve_output else 1))
@@ -187,6 +196,8 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
                          f"request of the run ({biggest:,} blocks)")
 
     handed = None if req.handed is None else np.asarray(req.handed, dtype=np.int64)
+    gaps = _Gaps(st.n)
+    chunk_terms: dict = {}
 
     def hit_tokens(i: int) -> int:
         if st.admitted_once[i]:
@@ -215,59 +226,75 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
         if st.released < st.n:
             st.release(st.released, now)
 
-    def preempt_tail() -> int:
+    def preempt(j: int) -> None:
         nonlocal free
-        j = running.pop()
         free += int(st.held[j])
         st.held[j] = 0
         st.target[j] = st.prompt[j] + st.gen[j]
         st.computed[j] = 0
         waiting.appendleft(j)
         run.preemptions += 1
-        return j
+
+    def finish_done(r):
+        """Finish the requests of ``r`` that have all their tokens -> the others."""
+        left = st.gen[r] < st.output[r]
+        if left.all():
+            return r
+        for i in r[~left].tolist():
+            finish(i)
+        return r[left]
 
     while finished < st.n:
         while ptr < st.released and st.engine[ptr] <= now:
             waiting.append(ptr)
             ptr += 1
-        if not running and not waiting:
+        if not len(run_arr) and not waiting:
             now = float(st.engine[ptr])
             continue
-        run_arr = np.fromiter(running, dtype=np.int64, count=len(running))
-        decoding = st.computed[run_arr] >= st.target[run_arr] if len(running) else np.zeros(0, bool)
-        # ---- a run of pure decode steps, in one call
-        if jump and len(running) and decoding.all() and len(running) <= budget_cap and int(
-                (st.output[run_arr] - st.gen[run_arr]).min()) >= MIN_JUMP_STEPS and not _can_admit(
-                st, pool, waiting, running, free, seq_cap, budget_cap, hit_tokens, sch):
-            jumped = _decode_run(sm, pool, st, run_arr, free, now,
-                                 float(st.engine[ptr]) if ptr < st.released and len(running) < seq_cap else math.inf)
-            if jumped is not None:
-                run.decode_time_s += jumped[0] - now
-                now, used, steps = jumped
-                free -= used
-                run.steps += steps
-                run.jumps += 1
-                for i in run_arr[st.gen[run_arr] >= st.output[run_arr]].tolist():
-                    running.remove(i)
-                    finish(i)
-                continue
+        comp = st.computed[run_arr]
+        decoding = comp >= st.target[run_arr]
+        all_dec = bool(decoding.all())
+        # the decodes' contexts and the blocks each needs for its next token, once per step
+        d_all, ctx = (run_arr, comp + 1) if all_dec else (run_arr[decoding], comp[decoding] + 1)
+        need_all = (np.zeros(len(d_all), dtype=np.int64) if sch.reserve_output else
+                    np.maximum(pool.need(ctx) - st.held[d_all], 0))
+        need_sum = int(need_all.sum())
+        # ---- a run of pure decode steps, in one call (not when even its first step's blocks do not fit)
+        if (jump and len(run_arr) and all_dec and len(run_arr) <= budget_cap and need_sum <= free
+                and int((st.output[run_arr] - st.gen[run_arr]).min()) >= MIN_JUMP_STEPS
+                and not _can_admit(st, pool, waiting, len(run_arr), free - need_sum, seq_cap, budget_cap,
+                                   hit_tokens, sch)):
+            # an arrival ends the run only when it could be admitted: behind a waiting head that cannot be (and
+            # cannot become so while the run's decodes only take blocks) it changes no step of the run
+            was = now
+            now, used, steps = _decode_run(
+                sm, pool, st, run_arr, free, now, gaps,
+                float(st.engine[ptr]) if ptr < st.released and len(run_arr) < seq_cap and not waiting else math.inf)
+            run.decode_time_s += now - was
+            free -= used
+            run.steps += steps
+            run.jumps += 1
+            run_arr = finish_done(run_arr)
+            continue
         # ---- one step: the running decodes (the newest preempted while their blocks do not fit) ...
         budget = budget_cap
         chunks: list = []  # (request, start, tokens)
         while True:
-            d = run_arr[decoding][:budget]
-            need_d = (np.zeros(len(d), dtype=np.int64) if sch.reserve_output else
-                      (pool.need(st.computed[d] + 1) - st.held[d]).clip(min=0))
-            if int(need_d.sum()) <= free or not running:
+            need_d = need_all[:budget]
+            need_sum = int(need_d.sum())
+            if need_sum <= free or not len(run_arr):
                 break
-            preempt_tail()
+            preempt(int(run_arr[-1]))
+            if decoding[-1]:
+                d_all, ctx, need_all = d_all[:-1], ctx[:-1], need_all[:-1]
             run_arr, decoding = run_arr[:-1], decoding[:-1]
-        free -= int(need_d.sum())
-        st.held[d] += need_d
+        d = d_all[:budget]
+        if need_sum:
+            free -= need_sum
+            st.held[d] += need_d
         budget -= len(d)
-        dec = d.tolist()
         # ... then the running requests still prefilling (a chunk whose blocks do not fit waits a step)
-        for i in run_arr[~decoding].tolist():
+        for i in (() if all_dec else run_arr[~decoding].tolist()):
             tokens = min(int(st.target[i] - st.computed[i]), budget)
             if tokens <= 0:
                 continue
@@ -279,7 +306,8 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
             budget -= tokens
             chunks.append((i, int(st.computed[i]), tokens))
         # ... then new requests, first come first served
-        while waiting and budget > 0 and len(running) < seq_cap:
+        admitted: list = []
+        while waiting and budget > 0 and len(run_arr) + len(admitted) < seq_cap:
             i = waiting[0]
             hit = hit_tokens(i)
             start = hit if not st.admitted_once[i] else 0
@@ -295,25 +323,27 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
                 run.cached_tokens += start
             free -= need
             st.held[i] = need
-            running.append(i)
+            admitted.append(i)
             chunks.append((i, start, tokens))
             budget -= tokens
-        if not dec and not chunks:
+        if not len(d) and not chunks:
             if ptr < st.released:
                 now = max(now, float(st.engine[ptr]))
                 continue
             raise ValueError("the scheduler cannot make progress (KV pool too small for the requests)")
-        run.peak_running = max(run.peak_running, len(running))
-        dt = _step_time(sm, st, dec, chunks)
+        if admitted:
+            run_arr = np.concatenate([run_arr, np.array(admitted, dtype=np.int64)])
+        run.peak_running = max(run.peak_running, len(run_arr))
+        dt = _step_time(sm, st, len(d), ctx[:len(d)], chunks, chunk_terms)
         prefill = sum(c[2] for c in chunks)
-        run.prefill_time_s += dt * prefill / (prefill + len(dec))
-        run.decode_time_s += dt * len(dec) / (prefill + len(dec))
-        now += dt
+        run.prefill_time_s += dt * prefill / (prefill + len(d))
+        run.decode_time_s += dt * len(d) / (prefill + len(d))
+        was, now = now, now + dt
         run.steps += 1
-        if dec:
-            d = np.asarray(dec, dtype=np.int64)
+        if len(d):
             st.computed[d] += 1
             st.gen[d] += 1
+            gaps.step(d, was, now)
         for i, start, tokens in chunks:
             st.computed[i] = start + tokens
             run.prefill_tokens += tokens
@@ -322,73 +352,127 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
                 st.target[i] = st.computed[i]
                 if math.isnan(st.first[i]):
                     st.first[i] = now
+                else:  # a preempted request's recomputed prompt ends in its next token
+                    gaps.one(i, now)
+                gaps.last[i] = now
                 if req.keys is not None and sch.prefix_caching:
                     cache.update(req.keys[i])
-        r = np.fromiter(running, dtype=np.int64, count=len(running))
-        for i in r[st.gen[r] >= st.output[r]].tolist():
-            running.remove(i)
-            finish(i)
+        run_arr = finish_done(run_arr)
+    run.gap_s, run.gap_n = gaps.arrays()
     return run
 
 
-def _can_admit(st, pool, waiting, running, free, seq_cap, budget_cap, hit_tokens, sch) -> bool:
-    """Whether the head of the queue could be admitted now (a decode run stops only for that)."""
-    if not waiting or len(running) >= seq_cap or budget_cap - len(running) <= 0:
+class _Gaps:
+    """The gaps between successive output tokens of every request, pooled (vLLM's ITL list), kept as (gap [s],
+    how many tokens had it): a step's decodes whose last token ended the step before share one entry."""
+
+    def __init__(self, n: int):
+        import numpy as np
+
+        self.last = np.full(n, math.nan)   # when each request's latest token came [s]
+        self.shared: list = []             # (gap [s], tokens) of whole steps
+        self.runs: list = []               # (gaps of a jumped run's steps after its first [s], tokens per step)
+        self.odd: list = []                # gaps of single tokens [s]
+
+    def step(self, d, was: float, now: float) -> None:
+        """The decodes ``d`` of a step from ``was`` to ``now`` [s] got a token."""
+        import numpy as np
+
+        last = self.last[d]
+        regular = last == was
+        k = int(np.count_nonzero(regular))
+        if k:
+            self.shared.append((now - was, k))
+        if k < len(d):  # their last token came earlier: the token budget left them out of a step
+            self.odd.append(now - last[~regular])
+        self.last[d] = now
+
+    def one(self, i: int, now: float) -> None:
+        """Request i's token at ``now`` after a gap of its own (a recomputed prompt ends in it) [s]."""
+        self.odd.append([now - float(self.last[i])])
+
+    def run(self, r, was: float, times) -> None:
+        """A jumped run of decode steps of ``r`` from ``was`` ending at ``times`` [s]."""
+        import numpy as np
+
+        self.step(r, was, float(times[0]))
+        if len(times) > 1:
+            self.runs.append((np.diff(times), len(r)))
+        self.last[r] = times[-1]
+
+    def arrays(self):
+        """(gaps [s], tokens of each) as two arrays."""
+        import numpy as np
+
+        v = [np.array([g for g, _ in self.shared])] + [g for g, _ in self.runs] + [np.asarray(g) for g in self.odd]
+        n = ([np.array([k for _, k in self.shared], dtype=np.int64)] + [np.full(len(g), k, dtype=np.int64)
+                                                                       for g, k in self.runs]
+             + [np.ones(len(g), dtype=np.int64) for g in self.odd])
+        return np.concatenate(v).astype(float), np.concatenate(n)
+
+
+def _can_admit(st, pool, waiting, running: int, free_after, seq_cap, budget_cap, hit_tokens, sch) -> bool:
+    """Whether the head of the queue could be admitted now, with ``free_after`` blocks left once the running
+    decodes have their next blocks (a decode run stops only for that)."""
+    if not waiting or running >= seq_cap or budget_cap - running <= 0:
         return False
     i = waiting[0]
     start = hit_tokens(i) if not st.admitted_once[i] else 0
-    tokens = min(int(st.target[i]) - start, budget_cap - len(running))
+    tokens = min(int(st.target[i]) - start, budget_cap - running)
     total = int(st.prompt[i] + st.output[i]) if sch.reserve_output else start + tokens
-    # the decodes' own next blocks come first
-    return pool.need_one(total) <= free - _decode_blocks(pool, st, running)
+    return pool.need_one(total) <= free_after
 
 
-def _decode_blocks(pool, st, running) -> int:
-    """New blocks the running decodes need for their next token [blocks]."""
-    import numpy as np
-
-    r = np.fromiter(running, dtype=np.int64, count=len(running))
-    return int((pool.need(st.computed[r] + 1) - st.held[r]).clip(min=0).sum())
-
-
-def _decode_run(sm, pool, st, r, free, now, next_arrival):
+def _decode_run(sm, pool, st, r, free, now, gaps, next_arrival):
     """Pure decode steps of the running set ``r`` until a request finishes, the pool runs out or the next
-    arrival -> (time, blocks used, steps), or None when not even one step fits (the step path preempts)."""
+    arrival -> (time, blocks used, steps); the caller has checked that the first step's blocks fit."""
     import numpy as np
 
     rem = st.output[r] - st.gen[r]
     n = len(r)
-    J = int(min(rem.min(), max(1, MAX_JUMP_CELLS // n)))
-    ctx = st.computed[r][:, None] + 1 + np.arange(J)[None, :]   # context of each step's query [tokens]
-    extra = (pool.need(ctx) - st.held[r][:, None]).clip(min=0).sum(axis=0) if pool.block_size else np.zeros(J)
-    fits = int(np.searchsorted(extra, free, side="right"))  # steps whose blocks fit
-    if fits == 0:
-        return None
-    J = min(J, fits)
-    ctx = ctx[:, :J]
+    most = int(min(rem.min(), max(1, MAX_JUMP_CELLS // n)))
+    base, held = st.computed[r][:, None] + 1, st.held[r][:, None]
+    # the blocks the run needs never fall from step to step: when its last step's fit, every step's do
+    ample = int(np.maximum(pool.need(base[:, 0] + most - 1) - held[:, 0], 0).sum()) <= free
+    J = most if ample or n * most <= JUMP_CELLS_AT_ONCE else max(MIN_JUMP_STEPS, JUMP_CELLS_AT_ONCE // n)
+    while True:  # the steps whose blocks fit, looking 4 x further each time (the pool often ends a run early)
+        ctx = base + np.arange(J)[None, :]   # context of each step's query [tokens]
+        if ample:
+            break
+        extra = np.maximum(pool.need(ctx) - held, 0).sum(axis=0)
+        fits = int(np.searchsorted(extra, free, side="right"))  # extra never falls: the leading steps fit
+        if fits < J or J == most:
+            J = min(J, fits)
+            ctx = ctx[:, :J]
+            break
+        J = min(most, 4 * J)
     attn, kv = sm.decode_sums(ctx, axis=0)
     times = now + np.cumsum(sm.step_s(float(n), float(n), float(n), attn, kv))
     if next_arrival < times[-1]:
         J = int(np.searchsorted(times, next_arrival, side="left")) + 1
-    used = int(extra[J - 1])
     st.computed[r] += J
     st.gen[r] += J
-    st.held[r] = np.maximum(st.held[r], pool.need(st.computed[r]))
+    now_held = np.maximum(held[:, 0], pool.need(st.computed[r]))
+    used = int((now_held - held[:, 0]).sum())  # = the blocks of the J-th step: sum max(0, need - held)
+    st.held[r] = now_held
+    gaps.run(r, now, times[:J])
     return float(times[J - 1]), used, J
 
 
-def _step_time(sm, st, dec, chunks) -> float:
-    """One step's time from its decodes and prefill chunks [s]."""
-    import numpy as np
-
-    tokens = len(dec) + sum(c[2] for c in chunks)
-    sampled = len(dec) + sum(1 for i, s, t in chunks if s + t >= st.target[i])
+def _step_time(sm, st, n_dec: int, dec_ctx, chunks, memo: dict) -> float:
+    """One step's time from its ``n_dec`` decodes (at contexts ``dec_ctx``) and prefill chunks [s]; ``memo``
+    keeps each chunk's (attention FLOPs, KV bytes) by (start, tokens): equal prompts have equal chunks."""
+    tokens = n_dec + sum(c[2] for c in chunks)
+    sampled = n_dec + sum(1 for i, s, t in chunks if s + t >= st.target[i])
     attn, kv = 0.0, 0.0
-    if dec:
-        a, k = sm.decode_sums(st.computed[np.asarray(dec, dtype=np.int64)] + 1)
+    if n_dec:
+        a, k = sm.decode_sums(dec_ctx)
         attn += float(a)
         kv += float(k)
     for i, start, t in chunks:
-        attn += sm.prefill_attention_flops(start, t)
-        kv += float(sm.kv_read_bytes(start + t))
-    return float(sm.step_s(float(tokens), float(len(dec) + len(chunks)), float(sampled), attn, kv))
+        terms = memo.get((start, t))
+        if terms is None:
+            terms = memo[start, t] = (sm.prefill_attention_flops(start, t), float(sm.kv_read_bytes(start + t)))
+        attn += terms[0]
+        kv += terms[1]
+    return float(sm.step_s(float(tokens), float(n_dec + len(chunks)), float(sampled), attn, kv))

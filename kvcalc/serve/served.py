@@ -21,6 +21,7 @@ pays the prefill share of the GPU time and $/M output the decode share.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 KEY_TOKENS = 16  # vLLM's block: prefix caching hits whole blocks
@@ -71,6 +72,26 @@ def workload_requests(w, strategy: str, warm: bool):
     return Requests(send, prompt, output, keys, KEY_TOKENS, warm_keys=warm_keys)
 
 
+@dataclass(frozen=True)
+class GivenRequests:
+    """Requests that replace the workload's (``compare --trace``: the trace's arrivals, lengths and hash ids as
+    bench --trace reads them), with each request's class label [text] and the labels' order for the class table."""
+
+    requests: object        # scheduler.Requests, its keys = the prompt's prefix blocks (None: nothing to reuse)
+    labels: tuple           # one per request
+    label_order: tuple
+
+
+def given_requests(given: GivenRequests, strategy: str):
+    """The given requests for one strategy: A (lru) without prefix keys, C with them -> scheduler.Requests."""
+    from kvcalc.serve.scheduler import Requests
+
+    r = given.requests
+    if strategy == "prefix-tree":
+        return r
+    return Requests(r.send_s, r.prompt, r.output, None, r.key_tokens)
+
+
 class CannotServe(Exception):
     """The serving model cannot run this workload (too big to simulate, or a request larger than the pool): the
     cost path falls back to the stated closed forms and says why."""
@@ -83,9 +104,12 @@ def check_size(w) -> None:
     if any(c.output_tokens < 1 for c in w.classes):
         raise CannotServe("a request class has 0 output tokens, and an engine generates at least one: no first "
                           "token to time")
-    n = sum(c.count for c in w.classes)
-    prompt = sum(c.count * c.context_tokens for c in w.classes)
-    output = sum(c.count * c.output_tokens for c in w.classes)
+    counts = [(c.count, c.context_tokens, c.output_tokens) for c in w.classes]
+    check_counts(sum(k for k, _, _ in counts), sum(k * p for k, p, _ in counts), sum(k * o for k, _, o in counts))
+
+
+def check_counts(n: int, prompt: int, output: int) -> None:
+    """CannotServe when ``n`` requests of ``prompt`` and ``output`` tokens in all are more than one run simulates."""
     for what, value, limit in (("requests", n, MAX_SIMULATED_REQUESTS),
                                ("prefill steps", prompt // 8192, MAX_PREFILL_STEPS),
                                ("output tokens", output, MAX_DECODE_TOKENS)):
@@ -107,20 +131,26 @@ def _check_longest_fits(spec) -> None:
                           "after the weights)")
 
 
-def ideal_pool(inp, groups, budget_gpu: float):
+def ideal_pool(inp, groups, budget_gpu: float, given: Optional[GivenRequests] = None):
     """The ideal KV budget as a pool of 16-token blocks (module docstring) -> scheduler.Pool."""
+    import numpy as np
+
     from kvcalc.memory.capacity import per_gpu_request_bytes
     from kvcalc.serve.scheduler import Pool
 
-    w = inp.workload
-    final = [(c.count, c.context_tokens + c.output_tokens) for c in w.classes]
+    if given is None:
+        final = [(c.count, c.context_tokens + c.output_tokens) for c in inp.workload.classes]
+    else:  # each distinct final length once, with its count
+        lengths, counts = np.unique(given.requests.prompt + given.requests.output, return_counts=True)
+        final = list(zip(counts.tolist(), lengths.tolist()))
     tokens = sum(k * t for k, t in final)
     per_token = sum(k * per_gpu_request_bytes(groups, t, inp.gpus) for k, t in final) / tokens
     return Pool(num_blocks=int(budget_gpu // (KEY_TOKENS * per_token)), block_size=KEY_TOKENS)
 
 
-def spec_of(inp, strategy: str, groups, budget_gpu: float):
-    """The BenchSpec of one strategy's run (bench's engine, calibration and limits)."""
+def spec_of(inp, strategy: str, groups, budget_gpu: float, given: Optional[GivenRequests] = None):
+    """The BenchSpec of one strategy's run (bench's engine, calibration and limits); ``given``: the requests that
+    replace the workload's."""
     from kvcalc.model import catalog
     from kvcalc.serve.bench import BenchSpec
     from kvcalc.serve.calibration import calibration_for
@@ -128,10 +158,10 @@ def spec_of(inp, strategy: str, groups, budget_gpu: float):
     hw = inp.hardware
     cal, cal_name, note = calibration_for(inp.hardware_name)
     link = catalog.load_link(hw.scaleup_link) if hw.scaleup_link and inp.gpus > 1 else None
-    req = workload_requests(inp.workload, strategy, inp.warm)
+    req = workload_requests(inp.workload, strategy, inp.warm) if given is None else given_requests(given, strategy)
     engine = inp.engine if inp.engine in ("vllm", "sglang") else "vllm"
     # --kv-compression: simulate_spec scales the pool's blocks and the KV each step reads
-    pool = ideal_pool(inp, groups, budget_gpu) if inp.engine == "ideal" else None
+    pool = ideal_pool(inp, groups, budget_gpu, given) if inp.engine == "ideal" else None
     spec = BenchSpec(model_name=inp.model_name, model=inp.model, hw_name=inp.hardware_name, hw=hw, link=link,
                      cal=cal, cal_name=cal_name, tp=inp.gpus, engine=engine, num_prompts=len(req.prompt),
                      input_len=int(req.prompt.mean()), output_len=int(req.output.mean()),  # --explain's steps
@@ -141,11 +171,12 @@ def spec_of(inp, strategy: str, groups, budget_gpu: float):
     return spec, note
 
 
-def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: Optional[dict] = None
-               ) -> tuple[dict, list[dict], dict]:
+def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: Optional[dict] = None,
+               given: Optional[GivenRequests] = None) -> tuple[dict, list[dict], dict]:
     """``row`` (the static figures: tokens, FLOPs, KV) with its times and dollars from the scheduler's run, the
     per-class TTFT rows, and what the run was (pool, limits, step model, counters) -> (row, class rows, info).
-    ``prior``: A's info on the same inputs, whose run C reuses when the workload shares no prefix."""
+    ``prior``: A's info on the same inputs, whose run C reuses when the workload shares no prefix. ``given``: the
+    requests that replace the workload's (a trace's), sent at their own times."""
     import numpy as np
 
     from kvcalc.memory.blocks import paged_bytes_per_token
@@ -153,9 +184,14 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: 
     from kvcalc.out.units import usd_per_hour_to_usd_per_s, usd_per_million
     from kvcalc.serve.bench import simulate_spec
 
-    check_size(inp.workload)
-    spec, note = spec_of(inp, strategy, groups, budget_gpu)
-    if prior is not None and not inp.workload.shared:  # C with no shared segment has nothing to hit: A's run
+    if given is None:
+        check_size(inp.workload)
+    else:
+        r = given.requests
+        check_counts(len(r.prompt), int(r.prompt.sum()), int(r.output.sum()))
+    spec, note = spec_of(inp, strategy, groups, budget_gpu, given)
+    nothing_shared = not inp.workload.shared if given is None else given.requests.keys is None
+    if prior is not None and nothing_shared:  # C with no shared segment has nothing to hit: A's run
         m, runs, sm, pool, sch = prior["simulated"]
     else:
         _check_longest_fits(spec)
@@ -189,14 +225,20 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: 
         paged = sum(paged_bytes_per_token(g) for g in groups)
         out["breakeven_bandwidth_bytes_per_s"] = breakeven_bandwidth_bytes_per_s(
             paged, r.prefill_time_s / r.prefill_tokens)
-    # per class: requests are numbered class by class
     classes, at = [], 0
-    for c in inp.workload.classes:
-        classes.append({"strategy": strategy, "class": c.name, "requests": c.count,
-                        "ttft_mean_s": float(np.mean(ttft[at:at + c.count]))})
-        at += c.count
+    if given is None:  # per class: requests are numbered class by class
+        for c in inp.workload.classes:
+            classes.append({"strategy": strategy, "class": c.name, "requests": c.count,
+                            "ttft_mean_s": float(np.mean(ttft[at:at + c.count]))})
+            at += c.count
+    else:
+        labels = np.asarray(given.labels)
+        for label in given.label_order:
+            mine = labels == label
+            classes.append({"strategy": strategy, "class": label, "requests": int(mine.sum()),
+                            "ttft_mean_s": float(np.mean(ttft[mine]))})
     info = {"cal_name": spec.cal_name, "note": note, "engine": spec.engine, "pool": pool, "sch": sch, "sm": sm,
-            "run": r, "spec": spec, "metrics": m, "simulated": (m, runs, sm, pool, sch)}
+            "run": r, "spec": spec, "metrics": m, "simulated": (m, runs, sm, pool, sch), "given": given is not None}
     return out, classes, info
 
 
@@ -226,7 +268,8 @@ def notes(inp, rows: list[dict], infos: list[dict]) -> list[str]:
     pool, sch = i0["pool"], i0["sch"]
     out = [f"seconds and dollars from the serving model, not a stated rate: {i0['engine']}'s scheduler on "
            f"{inp.gpus} x {inp.hardware_name} (one {inp.gpus}-way TP replica), calibration {i0['cal_name']} "
-           "(docs/serving-model.md shows its error on measured runs); every request sent at t = 0",
+           "(docs/serving-model.md shows its error on measured runs); "
+           + ("every request sent at its trace time" if i0.get("given") else "every request sent at t = 0"),
            f"KV pool {pool.num_blocks:,} blocks of {pool.block_size} tokens "
            + ("(the ideal KV budget per GPU / the KV bytes of 16 tokens)" if inp.engine == "ideal" else
               f"(the {inp.engine} pool)")
@@ -241,7 +284,8 @@ def notes(inp, rows: list[dict], infos: list[dict]) -> list[str]:
         if r["strategy"] == "prefix-tree" and r["cached_tokens"] != r["reused_tokens"]:
             out.append(f"{label}: the run read {r['cached_tokens']:,} prompt tokens from the prefix cache, the "
                        f"tree's count is {r['reused_tokens']:,} (hit rate, prefill tokens): requests admitted before "
-                       "the first of their group finished its prefill, and partial 16-token blocks, miss")
+                       "the first of their group finished its prefill, and partial "
+                       f"{i0['spec'].trace.key_tokens}-token blocks, miss")
     if inp.kv_compression:
         out.append(f"--kv-compression {inp.kv_compression:g}: the article's unproven hypothesis (its section 11, "
                    "delta encoding): KV stored, read and moved / FACTOR")
@@ -277,7 +321,9 @@ def assumptions(inp, info: dict) -> list[dict]:
         {"assumption": "serving_model", "value": f"{info['engine']} scheduler, calibration {info['cal_name']}",
          "source": "kvcalc bench's scheduler and step time (serve/scheduler.py, serve/step_time.py, "
                    "presets/calibration)"},
-        {"assumption": "arrivals", "value": "all at t = 0", "source": "a workload has no arrival times"},
+        {"assumption": "arrivals", "value": "the trace's times" if info.get("given") else "all at t = 0",
+         "source": "the trace's timestamps (as kvcalc bench --trace)" if info.get("given") else
+         "a workload has no arrival times"},
         {"assumption": "max_num_batched_tokens", "value": sch.max_num_batched_tokens, "kind": "int",
          "source": "the calibration's vLLM default for the GPU"},
         {"assumption": "max_num_seqs", "value": sch.max_num_seqs, "kind": "int",

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 
 def trace_requests(path: str, limit: int | None = None, block_tokens: int | None = None,
-                   trace_format: str = "auto"):
+                   trace_format: str = "auto", skip_bad: bool = False):
     """scheduler.Requests of the first ``limit`` requests of the trace at ``path`` (``block_tokens``: None = the
-    trace's own (kv-cache-tester), else 512; ``trace_format``: see :mod:`kvcalc.trace.formats`)."""
+    trace's own (kv-cache-tester), else 512; ``trace_format``: see :mod:`kvcalc.trace.formats`; ``skip_bad``:
+    leave out malformed lines, as the replay does)."""
     import numpy as np
 
     from kvcalc.serve.scheduler import Requests
@@ -25,7 +26,7 @@ def trace_requests(path: str, limit: int | None = None, block_tokens: int | None
 
     block_tokens = trace_block_tokens(path, trace_format, block_tokens)
     send, prompt, output, keys = [], [], [], []
-    for r in read_requests(path, trace_format, block_tokens):
+    for r in read_requests(path, trace_format, block_tokens, skip_bad):
         send.append(r.timestamp_ms / 1e3)
         prompt.append(max(1, r.input_length))
         output.append(max(1, r.output_length))

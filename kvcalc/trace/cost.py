@@ -11,8 +11,14 @@ its blocks whose prefix-maximum depth is <= C (:class:`kvcalc.trace.lru_curve.De
   ``prefix_cache_tokens`` and as ``extra_cache_tokens``: the cache is held beside the requests.
 - Requests are grouped into slices of equal (input, reused, output) tokens, so the mix stays small; each slice
   is labelled by input length (:data:`INPUT_CLASSES`, K = 1,024 tokens), which gives the per-class TTFT table.
-- The trace replaces the scenario's workload; its timing is not simulated: all requests are one concurrent
-  batch, as for workloads (the model's even split of compute).
+- The trace replaces the scenario's workload. On a scenario costed by the serving model (every one but the
+  article's, see serve/served.py) with the default infinite cache and no ``--replicas``, A and C run the trace's
+  own requests through the scheduler as ``kvcalc bench --trace`` does: their send times, lengths, and for C the
+  hash ids as the prefix cache's keys (a cache that never evicts, which is why a finite ``--capacity`` or
+  ``--replicas`` keep the stated path); the times, TTFT, throughput and dollars are the run's, the token counts,
+  FLOPs and KV held the replay's. A trace of more than the serving model simulates (served.MAX_SIMULATED_REQUESTS)
+  and the other cases keep the stated closed forms: all requests are one concurrent batch, as for workloads (the
+  model's even split of compute), and a note says which path was taken.
 """
 
 from __future__ import annotations
@@ -119,6 +125,24 @@ def trace_mixes(path: str | Path, capacity_tokens: Optional[int], block_tokens: 
                       first_problem=first_problem, trace_format=read)
 
 
+def _given_requests(inp, path, capacity_tokens, block_tokens: int, skip_bad: bool, replicas, trace_format: str):
+    """(the trace's requests for the serving model or None, why not [text]): see the module docstring."""
+    from kvcalc.serve.served import MAX_SIMULATED_REQUESTS, GivenRequests
+    from kvcalc.trace.bench_input import trace_requests
+
+    if inp.decode_model != "serving":
+        return None, ""
+    if capacity_tokens is not None or replicas is not None:
+        return None, (" (the serving model's prefix cache never evicts and serves one replica: a finite --capacity "
+                      "or --replicas keep the replay's reuse on the stated closed forms)")
+    req = trace_requests(str(path), MAX_SIMULATED_REQUESTS + 1, block_tokens, trace_format, skip_bad)
+    if len(req.prompt) > MAX_SIMULATED_REQUESTS:
+        return None, f" (more than {MAX_SIMULATED_REQUESTS:,} requests, more than the serving model simulates)"
+    labels = tuple(input_class(n) for n in req.prompt.tolist())
+    order = tuple(label for _, label in INPUT_CLASSES if label in set(labels))
+    return GivenRequests(req, labels, order), ""
+
+
 def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DEFAULT_BLOCK_TOKENS,
                          skip_bad: bool = False, replicas: Optional[int] = None, router: str = "round-robin",
                          trace_format: str = "mooncake"):
@@ -146,10 +170,15 @@ def trace_compare_result(inp, path: str | Path, capacity, block_tokens: int = DE
                         f"(replaces the scenario's workload {inp.workload_name})",
             "prefix_cache": f"measured: LRU replay of the trace, {block_tokens}-token blocks, cache {cap_text}, "
                             "empty at the start"})
-    result = compare_result(traced, {"lru": m.lru, "prefix-tree": m.prefix_tree})
+    given, why = _given_requests(inp, path, cap.tokens, block_tokens, skip_bad, replicas, trace_format)
+    result = compare_result(traced, {"lru": m.lru, "prefix-tree": m.prefix_tree}, given)
+    timing = (f"its {m.requests:,} requests run through the serving model's scheduler at their trace times, as "
+              "kvcalc bench --trace runs them: A without prefix caching, C with the trace's hash ids as the "
+              "prefix cache's keys (a cache that never evicts)" if given is not None else
+              f"its timing is not simulated{why}: all {m.requests:,} requests are treated as one concurrent batch, "
+              "as for workloads")
     notes = [
-        f"the trace replaced the scenario's workload ({inp.workload_name}); its timing is not simulated: all "
-        f"{m.requests:,} requests are treated as one concurrent batch, as for workloads",
+        f"the trace replaced the scenario's workload ({inp.workload_name}); {timing}",
         f"C reuses what an LRU cache ({cap_text}) held for each request when it arrived: "
         f"{fmt_count(m.reused_tokens)} of {fmt_count(m.input_tokens)} input tokens "
         f"({fmt_percent(m.reused_tokens / m.input_tokens)}); A reuses nothing",

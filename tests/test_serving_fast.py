@@ -1,0 +1,106 @@
+"""The scheduler's fast path (runs of decode steps in one numpy call, per-step bookkeeping in arrays) against the
+plain step-by-step loop, and the pooled inter-token latencies (vLLM's median and P99 ITL) by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvcalc.model import catalog
+from kvcalc.serve.bench import BenchSpec, metrics, pool_and_limits, pooled_percentile, requests_of
+from kvcalc.serve.calibration import calibration_for
+from kvcalc.serve.scheduler import Pool, Requests, Scheduling, simulate
+from kvcalc.serve.step_time import step_model
+
+
+class LinearSteps:
+    """A step model whose step takes 10 ms + 1 ms per token, whatever the tokens attend [s]."""
+
+    def decode_sums(self, contexts, axis=None):
+        return contexts.sum(axis=axis) * 0.0, contexts.sum(axis=axis) * 0.0
+
+    def prefill_attention_flops(self, start, tokens):
+        return 0.0
+
+    def kv_read_bytes(self, contexts):
+        return contexts * 0.0
+
+    def step_s(self, tokens, sequences, sampled, attn, kv):
+        return 0.010 + 0.001 * tokens + attn * 0.0
+
+
+def test_itl_pooled_over_requests_by_hand():
+    # A: sent at 0, 100 prompt tokens, 4 out; B: sent at 0.05 s, 1,000 prompt tokens, 3 out.
+    # step 1 (t = 0): A's prefill, 100 tokens: 0.110 s -> A's 1st token at 0.110
+    # step 2: A's decode + B's 1,000-token prefill: 1.011 s -> A's 2nd token (gap 1.011), B's 1st at 1.121
+    # steps 3, 4: two decodes, 0.012 s each -> A's gaps 0.012, 0.012; B's 0.012, 0.012; both done at 1.145
+    # pooled gaps [0.012 x 4, 1.011]: median 0.012; P99 at rank 4 x 0.99 = 3.96: 0.012 + 0.96 x 0.999 = 0.97104
+    req = Requests(np.array([0.0, 0.05]), np.array([100, 1000]), np.array([4, 3]))
+    run = simulate(LinearSteps(), Pool(num_blocks=1000, block_size=16), req, Scheduling(8192, 16))
+    assert run.first_s == pytest.approx([0.110, 1.121]) and run.done_s == pytest.approx([1.145, 1.145])
+    spec = BenchSpec("m", catalog.load_model("qwen3-8b"), "h100-sxm", catalog.load_hardware("h100-sxm"), None,
+                     None, "h100-sxm")
+    m = metrics([run], spec)
+    assert m["median_itl_ms"] == pytest.approx(12.0)
+    assert m["p99_itl_ms"] == pytest.approx(971.04)
+    assert m["mean_itl_ms"] == pytest.approx((1.011 + 4 * 0.012) / 5 * 1e3)  # the pooled mean, as before
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 100, allow_nan=False), st.integers(0, 50)), min_size=1, max_size=30),
+       st.sampled_from([0, 1, 25, 50, 90, 99, 100]))
+def test_pooled_percentile_is_numpys_on_the_repeated_list(pairs, q):
+    v = np.array([p[0] for p in pairs])
+    n = np.array([p[1] for p in pairs], dtype=np.int64)
+    got = pooled_percentile(v, n, q)
+    assert got == (float(np.percentile(np.repeat(v, n), q)) if n.sum() else 0.0)
+
+
+def _spec(data) -> BenchSpec:
+    model = data.draw(st.sampled_from(["qwen3-8b", "gpt-oss-120b", "gemma-3-27b"]), "model")
+    hw = catalog.load_hardware("h100-sxm")
+    return BenchSpec(
+        model, catalog.load_model(model), "h100-sxm", hw, catalog.load_link(hw.scaleup_link),
+        calibration_for("h100-sxm")[0], "h100-sxm",
+        engine=data.draw(st.sampled_from(["vllm", "vllm", "sglang", "trtllm"]), "engine"),
+        input_len=data.draw(st.sampled_from([40, 300, 2000, 9000]), "input"),
+        output_len=data.draw(st.sampled_from([1, 2, 9, 40, 120]), "output"),
+        num_prompts=data.draw(st.integers(1, 40), "n"),
+        request_rate=data.draw(st.sampled_from([math.inf, 5.0, 50.0]), "rate"),
+        max_concurrency=data.draw(st.sampled_from([None, 3, 16]), "concurrency"),
+        max_num_seqs=data.draw(st.sampled_from([None, 4, 32]), "seqs"),
+        max_num_batched_tokens=data.draw(st.sampled_from([None, 512, 2048]), "budget"),  # chunked prefill
+        prefix_caching=data.draw(st.booleans(), "prefix caching"),
+        shared_prefix_tokens=data.draw(st.sampled_from([0, 512, 1024]), "prefix"),
+        shared_prefix_groups=data.draw(st.sampled_from([1, 3]), "groups"), seed=data.draw(st.integers(0, 9)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_the_fast_path_equals_the_step_by_step_loop(data):
+    s = _spec(data)
+    sm = step_model(s.model, s.hw, s.link, s.cal, s.tp, s.engine)
+    pool, sch = pool_and_limits(s)
+    if data.draw(st.booleans(), "small pool"):  # preemptions: the pool holds one request + a few blocks
+        one = pool.need_one(s.input_len + s.shared_prefix_tokens + s.output_len)
+        pool = dataclasses.replace(pool, num_blocks=one + data.draw(st.integers(0, 300 * (pool.block_size == 1
+                                                                                          and 16 or 1))))
+    req = requests_of(s)
+    fast, slow = simulate(sm, pool, req, sch, True), simulate(sm, pool, req, sch, False)
+    for k in ("steps", "preemptions", "cached_tokens", "prefill_tokens", "peak_running"):
+        assert getattr(fast, k) == getattr(slow, k), k
+    for k in ("first_s", "done_s", "send_s"):
+        assert np.allclose(getattr(fast, k), getattr(slow, k), rtol=1e-12, atol=0), k
+    a, b = metrics([fast], s), metrics([slow], s)
+    for k in a:
+        assert a[k] == pytest.approx(b[k], rel=1e-9, abs=1e-12), k
+    # every request's gaps add up to its decode time, one gap per token after the first
+    multi = fast.output > 1
+    assert int(fast.gap_n.sum()) == int((fast.output[multi] - 1).sum())
+    assert float((fast.gap_s * fast.gap_n).sum()) == pytest.approx(float((fast.done_s - fast.first_s)[multi].sum()),
+                                                                   rel=1e-9, abs=1e-12)
