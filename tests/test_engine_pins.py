@@ -53,6 +53,9 @@ VLLM_0_33 = {  # (config, TP): vLLM 0.33.0's figures (the command in the module 
     ("qwen3-32b", 8): (122_880, 1_966_080, 1, 2_048, 60.0, [16], 524_288),
     ("qwen3-next-80b-a3b", 1): (4_551, 2_259_502, 4, 66, 68.95454545454545, [576], 14_155_776),
     ("qwen3-next-80b-a3b", 8): (27_306, 4_970_905, 4, 180, 151.7, [192], 2_359_296),
+    # Qwen3.5-27B (48 Gated DeltaNet + 16 full layers), mamba_cache_mode 'align': test_qwen3_5_by_hand
+    ("qwen3.5-27b", 1): (1_181, 789_775, 4, 49, 24.102040816326532, [832], 54_525_952),
+    ("qwen3.5-27b", 8): (8_777, 3_465_117, 4, 83, 105.74698795180723, [448], 7_340_032),
 }
 
 
@@ -135,6 +138,21 @@ def test_gpt_oss_by_hand_and_the_older_rules():
     assert (mid["blocks_per_request"], mid["kv_cache_tokens"]) == (2569, int(109_226 / 2_569 * 32_768))
 
 
+def test_qwen3_5_by_hand():
+    # Qwen3.5-27B, TP 1: a full layer 4 KV heads x (256 + 256) x 2 B = 4,096 B per token; a Gated DeltaNet state
+    # conv (2 x 16 x 128 + 48 x 128) x 3 x 2 B = 61,440 + recurrent 48 x 128 x 128 x 4 B (mamba_ssm_dtype float32)
+    # = 3,207,168 B. Prefix caching on -> mamba_cache_mode 'align', blocks aligned to 64 (the GDN checkpoint):
+    # 64 x cdiv(3,207,168, 64 x 4,096) = 832 tokens (784 = cdiv(3,207,168, 4,096) rounded to 16, unaligned);
+    # page 832 x 4,096 = 3,407,872 B, the state padded to it; 3 state groups + 1 full group of 16 layers ->
+    # one block 16 x 3,407,872 = 54,525,952 B; 60 GiB // 54,525,952 = 1,181 blocks. A 32,768-token request:
+    # cdiv(32,768, 832) = 40 full blocks + 3 per state group (align mode) x 3 = 49; 1,181 / 49 = 24.10x;
+    # logged int(24.102 x 32,768) = 789,775 tokens (the engine's row above)
+    s = kvcalc_vllm("qwen3.5-27b", 1)
+    assert (s["block_sizes"], s["block_bytes"], s["num_gpu_blocks"]) == ([832], 16 * 832 * 4096, 1181)
+    assert 64_424_509_440 // 54_525_952 == 1181 and 40 + 3 * 3 == s["blocks_per_request"]
+    assert s["kv_cache_tokens"] == int(1181 / 49 * 32768) == 789_775
+
+
 # SGLang 0.5.23's figures, from the shared tool's sglang_kv.py (the real SGLang wheel; torch.cuda faked as 8 x H100):
 #     sglang_kv.py tests/fixtures/configs/NAME --tp TP --pre 80 --weights 10 --frac 0.875 --ctx 32768
 # i.e. ServerArgs(context_length=32768, mem_fraction_static=0.875, everything else SGLang's default) ->
@@ -166,6 +184,8 @@ SGLANG_0_5_23 = {
     ("qwen3-32b", 8): (1966080, None, None, 4096, None, 1),
     ("qwen3-next-80b-a3b", 1): (1382704, None, None, 78, 393, 1),
     ("qwen3-next-80b-a3b", 8): (2759906, None, None, 631, 3158, 1),
+    ("qwen3.5-27b", 1): (518687, None, None, 39, 196, 1),
+    ("qwen3.5-27b", 8): (2066526, None, None, 316, 1582, 1),
 }
 
 
