@@ -38,6 +38,9 @@ VLLM_0_33 = {  # (config, TP): vLLM 0.33.0's figures (the command in the module 
     ("deepseek-v4-pro", 8): (44_864, 215_874, 5, 6_810, 6.587958883994126, [4, 8, 64, 256], 1_435_968),
     ("gemma-3-27b", 1): (49_152, 187_673, 7, 8_582, 5.727336285248194, [16], 1_310_720),
     ("gemma-3-27b", 8): (393_216, 1_501_386, 7, 8_582, 45.81869028198555, [16], 163_840),
+    # Gemma 4 26B-A4B: K and V stored on its attention_k_eq_v layers; unify_kv_cache_spec_page_size raises the full
+    # layers' 16-token blocks (2 x 512 x 2 x 2 B x 16 = 65,536 B) to 32 to match the sliding page (131,072 B)
+    ("gemma-4-26b-a4b", 1): (98_304, 497_947, 6, 6_469, 15.196166331735972, [16, 32], 655_360),
     ("glm-5", 1): (10_051, 643_264, 1, 512, 19.630859375, [64], 6_409_728),
     ("glm-5", 8): (10_051, 643_264, 1, 512, 19.630859375, [64], 6_409_728),
     ("gpt-oss-120b", 1): (109_226, 1_161_673, 2, 3_081, 35.45147679324894, [16], 589_824),
@@ -64,7 +67,7 @@ def kvcalc_vllm(name: str, tp: int, **kw) -> dict:
     inp = ec.EngineInputs(engine="vllm", tp=tp, total_memory_bytes=80 * GiB, gpu_memory_utilization=1.0,
                           weights_bytes=18 * GiB, activation_bytes=GiB, non_torch_bytes=GiB, max_model_len=32768,
                           max_num_batched_tokens=8192, **kw)
-    return vllm_sizing(model, att.resolve_groups(model), catalog.load_hardware("h100-sxm"), inp)
+    return vllm_sizing(model, engine_groups("vllm", model, att.KvOptions()), catalog.load_hardware("h100-sxm"), inp)
 
 
 @pytest.mark.parametrize("name,tp", sorted(VLLM_0_33))
@@ -153,6 +156,22 @@ def test_qwen3_5_by_hand():
     assert s["kv_cache_tokens"] == int(1181 / 49 * 32768) == 789_775
 
 
+def test_gemma_4_k_and_v_and_page_unification_by_hand():
+    # Gemma 4 26B-A4B, TP 1: 25 sliding layers 8 KV heads x (256 + 256) x 2 B = 8,192 B per token; 5 full layers with
+    # attention_k_eq_v: the ideal stores K once (2 x 512 x 2 B = 2,048 B), both engines K and V (4,096 B):
+    # 25 x 8,192 + 5 x 4,096 = 225,280 B/token against the ideal's 215,040
+    s = kvcalc_vllm("gemma-4-26b-a4b", 1)
+    assert s["kv_bytes_per_token_per_gpu"] == 25 * 8192 + 5 * 4096 == 225_280
+    ideal = catalog.load_model(str(CONFIGS / "gemma-4-26b-a4b" / "config.json"))
+    assert sum(g.layers * g.entry_bytes for g in att.resolve_groups(ideal)) == 25 * 8192 + 5 * 2048 == 215_040
+    # pages: sliding 16 x 8,192 = 131,072 B; full 16 x 4,096 = 65,536 B, raised to 32 tokens (131,072 B); 6 groups of
+    # 5 layers -> one block 5 x 131,072 = 655,360 B; 60 GiB // 655,360 = 98,304 blocks
+    assert (s["block_sizes"], s["block_bytes"], s["num_gpu_blocks"]) == ([16, 32], 655_360, 60 * 2**30 // 655_360)
+    # per request: full cdiv(32,768, 32) = 1,024 blocks; each sliding group cdiv(1,023 + 16,384, 16) + 1 = 1,089:
+    # 1,024 + 5 x 1,089 = 6,469; 98,304 / 6,469 = 15.196x
+    assert s["blocks_per_request"] == 1024 + 5 * 1089 == 6469
+
+
 # SGLang 0.5.23's figures, from the shared tool's sglang_kv.py (the real SGLang wheel; torch.cuda faked as 8 x H100):
 #     sglang_kv.py tests/fixtures/configs/NAME --tp TP --pre 80 --weights 10 --frac 0.875 --ctx 32768
 # i.e. ServerArgs(context_length=32768, mem_fraction_static=0.875, everything else SGLang's default) ->
@@ -168,6 +187,8 @@ SGLANG_0_5_23 = {
     ("deepseek-v4-pro", 8): (5952768, 5952768, 595200, 256, None, 256),
     ("gemma-3-27b", 1): (126843, None, None, 2048, None, 1),
     ("gemma-3-27b", 8): (1014750, None, None, 4096, None, 1),
+    # Gemma 4: hybrid SWA; K and V on the k_eq_v layers: full 5 x 4,096 B, sliding 25 x 8,192 B per token
+    ("gemma-4-26b-a4b", 1): (348956, 348956, 279164, 4096, None, 1),
     ("glm-5", 1): (643264, None, None, 4096, None, 64),
     ("glm-5", 8): (643264, None, None, 4096, None, 64),
     ("gpt-oss-120b", 1): (970903, 970903, 776722, 4096, None, 1),
