@@ -189,6 +189,7 @@ SGLANG_0_5_23 = {
     ("gemma-3-27b", 8): (1014750, None, None, 4096, None, 1),
     # Gemma 4: hybrid SWA; K and V on the k_eq_v layers: full 5 x 4,096 B, sliding 25 x 8,192 B per token
     ("gemma-4-26b-a4b", 1): (348956, 348956, 279164, 4096, None, 1),
+    ("gemma-4-26b-a4b", 8): (2093738, 2093738, 1674990, 4096, None, 1),
     ("glm-5", 1): (643264, None, None, 4096, None, 64),
     ("glm-5", 8): (643264, None, None, 4096, None, 64),
     ("gpt-oss-120b", 1): (970903, 970903, 776722, 4096, None, 1),
