@@ -41,6 +41,7 @@ VLLM_0_33 = {  # (config, TP): vLLM 0.33.0's figures (the command in the module 
     # Gemma 4 26B-A4B: K and V stored on its attention_k_eq_v layers; unify_kv_cache_spec_page_size raises the full
     # layers' 16-token blocks (2 x 512 x 2 x 2 B x 16 = 65,536 B) to 32 to match the sliding page (131,072 B)
     ("gemma-4-26b-a4b", 1): (98_304, 497_947, 6, 6_469, 15.196166331735972, [16, 32], 655_360),
+    ("gemma-4-26b-a4b", 8): (393_216, 2_699_539, 6, 4_773, 82.38340666247643, [16, 32], 163_840),
     ("glm-5", 1): (10_051, 643_264, 1, 512, 19.630859375, [64], 6_409_728),
     ("glm-5", 8): (10_051, 643_264, 1, 512, 19.630859375, [64], 6_409_728),
     ("gpt-oss-120b", 1): (109_226, 1_161_673, 2, 3_081, 35.45147679324894, [16], 589_824),
