@@ -252,3 +252,42 @@ def test_sglang_gemma_3_is_not_hybrid_swa_and_the_multimodal_reserve():
     vl = dataclasses.replace(model, architecture="Qwen2_5_VLForConditionalGeneration")
     s = sglang_sizing(vl, engine_groups("sglang", vl, att.KvOptions()), catalog.load_hardware("h100-sxm"), inp)
     assert s["kv_cache_tokens"] == (60 * GiB - 100 * 2**20) // 507_904 == 126_637
+
+
+# DeepSeek V4 under --kv-dtype, from the same tool runs with the engine's kv_cache_dtype given (--extra
+# '{"kv_cache_dtype": ...}', TP 1): SGLang 0.5.23 "bfloat16" sizes the very pools of its default fp8_e4m3
+# (8,707,584 tokens, 870,656 sliding, 256 running: DSV4PoolConfigurator's bytes do not depend on it); vLLM 0.33
+# "bfloat16" fails at start-up ("DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16"), and
+# "fp8" is its default fp8_ds_mla layout (64,280 blocks, as the row above)
+@pytest.mark.parametrize("engine,dtype,ok", [
+    ("sglang", "fp8", True), ("sglang", "bf16", True), ("sglang", "fp16", False), ("sglang", "nvfp4", False),
+    ("vllm", "fp8", True), ("vllm", "bf16", False), ("vllm", "fp16", False), ("vllm", "int8", False),
+])
+def test_deepseek_v4_kv_dtypes_as_the_engines_take_them(engine, dtype, ok):
+    from kvcalc.out.errors import InputError
+
+    model = catalog.load_model(str(CONFIGS / "deepseek-v4-flash" / "config.json"))
+    opts = att.KvOptions(kv_dtype=dtype)
+    if not ok:
+        with pytest.raises(InputError, match=f"--kv-dtype {dtype}: .*DeepSeek V4"):
+            engine_groups(engine, model, opts)
+        return
+    groups = engine_groups(engine, model, opts)
+    if engine == "vllm":
+        inp = ec.EngineInputs(engine="vllm", tp=1, total_memory_bytes=80 * GiB, gpu_memory_utilization=1.0,
+                              weights_bytes=18 * GiB, activation_bytes=GiB, non_torch_bytes=GiB,
+                              max_model_len=32768, max_num_batched_tokens=8192)
+        s = vllm_sizing(model, groups, catalog.load_hardware("h100-sxm"), inp)
+        assert (s["num_gpu_blocks"], s["kv_cache_tokens"]) == VLLM_0_33[("deepseek-v4-flash", 1)][:2]
+    else:
+        inp = ec.EngineInputs(engine="sglang", tp=1, total_memory_bytes=80 * GiB, mem_fraction_static=0.875,
+                              weights_bytes=10 * GiB, max_model_len=32768)
+        s = sglang_sizing(model, groups, catalog.load_hardware("h100-sxm"), inp)
+        assert (s["kv_cache_tokens"], s["swa_kv_cache_tokens"], s["max_num_seqs"]) == (8707584, 870656, 256)
+
+
+def test_deepseek_v4_refused_kv_dtype_is_one_line_exit_2():
+    from conftest import run_cli
+
+    r = run_cli("capacity", "-m", "deepseek-v4-flash", "--engine", "vllm", "--kv-dtype", "bf16", "--gpus", "1")
+    assert r.code == 2 and r.err.count("\n") <= 1 and "--kv-dtype bf16" in r.err and "fp8_ds_mla" in r.err
