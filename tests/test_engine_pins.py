@@ -51,8 +51,9 @@ VLLM_0_33 = {  # (config, TP): vLLM 0.33.0's figures (the command in the module 
     ("llama-4-scout", 1): (81_920, 403_298, 4, 6_656, 12.307692307692308, [16], 786_432),
     ("llama-4-scout", 8): (655_360, 3_226_387, 4, 6_656, 98.46153846153847, [16], 98_304),
     # MiMo-V2-Flash: 9 full layers 4 x (192 + 128) x 2 B x 16 = 40,960 B pages, raised to 32 tokens (81,920 B,
-    # unify_kv_cache_spec_page_size) to match the 39 sliding layers' 16 x 8 x 320 x 2 B; groups of 9 (1 full + 5
-    # sliding, the last of 7 and 2 padding) -> one block 9 x 81,920 = 737,280 B; 60 GiB // 737,280 = 87,381
+    # unify_kv_cache_spec_page_size) to match the 39 sliding layers' 16 x 8 x 320 x 2 B; 1 full group of 9 + 5
+    # sliding groups of 8, 8, 8, 8, 7 layers (the engine's) -> one block 9 x 81,920 = 737,280 B; 60 GiB // 737,280
+    # = 87,381
     ("mimo-v2-flash", 1): (87_381, 462_643, 6, 6_189, 14.118759088705769, [16, 32], 737_280),
     ("nemotron-3-nano-30b-a3b", 1): (5_002, 5_853_769, 5, 28, 178.64285714285714, [2096], 12_877_824),
     ("nemotron-3-nano-30b-a3b", 8): (39_718, 17_353_058, 5, 75, 529.5733333333334, [528], 1_622_016),
