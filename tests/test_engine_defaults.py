@@ -43,7 +43,7 @@ def test_vllm_server_tier_edges():
 SGLANG_0_5_23_MEM_FRACTION = {
     "qwen3-32b": (0.829, 0.811), "qwen3-30b-a3b": (0.829, 0.811), "gpt-oss-120b": (0.829, 0.811),
     "gemma-3-27b": (0.829, 0.811),           # multimodal, but SGLang serves Gemma3ForConditionalGeneration text-only
-    "llama-4-scout": (0.829, 0.811), "nemotron-3-nano-30b-a3b": (0.829, 0.811),
+    "llama-4-scout": (0.829, 0.811), "mimo-v2-flash": (0.829, 0.811), "nemotron-3-nano-30b-a3b": (0.829, 0.811),
     "qwen3-next-80b-a3b": (0.829, 0.811),
     "kimi-k2": (0.815, 0.798), "glm-5": (0.815, 0.798),    # MLA / DSA: 1.5 GiB for the prefill graph
     "deepseek-v4-flash": (0.834, 0.817),     # V4: no prefill CUDA graph

@@ -206,6 +206,7 @@ SGLANG_0_5_23 = {
     # MiMo-V2-Flash: hybrid SWA with its own sliding heads: full 9 x 4 x (192 + 128) x 2 B = 23,040, sliding
     # 39 x 8 x 320 x 2 B = 199,680 B per token; full = floor(60 GiB / (23,040 + 0.8 x 199,680)) = 352,462
     ("mimo-v2-flash", 1): (352462, 352462, 281969, 4096, None, 1),
+    ("mimo-v2-flash", 8): (2504062, 2504062, 2003249, 4096, None, 1),
     ("llama-4-scout", 1): (385505, 385505, 308404, 4096, None, 1),
     ("llama-4-scout", 8): (3084047, 3084047, 2467237, 4096, None, 1),
     ("nemotron-3-nano-30b-a3b", 1): (5524798, None, None, 124, 620, 1),
