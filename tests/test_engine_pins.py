@@ -55,6 +55,8 @@ VLLM_0_33 = {  # (config, TP): vLLM 0.33.0's figures (the command in the module 
     # sliding groups of 8, 8, 8, 8, 7 layers (the engine's) -> one block 9 x 81,920 = 737,280 B; 60 GiB // 737,280
     # = 87,381
     ("mimo-v2-flash", 1): (87_381, 462_643, 6, 6_189, 14.118759088705769, [16, 32], 737_280),
+    # TP 8: 1 KV head per rank on both kinds (the 4 full heads replicated), equal pages, no unification
+    ("mimo-v2-flash", 8): (699_050, 3_175_720, 6, 7_213, 96.91529183418827, [16], 92_160),
     ("nemotron-3-nano-30b-a3b", 1): (5_002, 5_853_769, 5, 28, 178.64285714285714, [2096], 12_877_824),
     ("nemotron-3-nano-30b-a3b", 8): (39_718, 17_353_058, 5, 75, 529.5733333333334, [528], 1_622_016),
     ("qwen3-30b-a3b", 1): (40_960, 655_360, 1, 2_048, 20.0, [16], 1_572_864),
