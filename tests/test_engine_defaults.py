@@ -43,10 +43,16 @@ def test_vllm_server_tier_edges():
 SGLANG_0_5_23_MEM_FRACTION = {
     "qwen3-32b": (0.829, 0.811), "qwen3-30b-a3b": (0.829, 0.811), "gpt-oss-120b": (0.829, 0.811),
     "gemma-3-27b": (0.829, 0.811),           # multimodal, but SGLang serves Gemma3ForConditionalGeneration text-only
-    "llama-4-scout": (0.829, 0.811), "nemotron-3-nano-30b-a3b": (0.829, 0.811),
+    "llama-4-scout": (0.829, 0.811), "mimo-v2-flash": (0.829, 0.811), "nemotron-3-nano-30b-a3b": (0.829, 0.811),
     "qwen3-next-80b-a3b": (0.829, 0.811),
     "kimi-k2": (0.815, 0.798), "glm-5": (0.815, 0.798),    # MLA / DSA: 1.5 GiB for the prefill graph
     "deepseek-v4-flash": (0.834, 0.817),     # V4: no prefill CUDA graph
+    # multimodal, x adjust_mem_fraction_for_vlm (not rounded again): Qwen3.5's tower names its layers "depth", so
+    # SGLang takes 24 layers x 1,152: 0.829 x 0.95 x (1 - 0.1 x (24 x 1,152^2 / (24 x 1,024^2) - 1)) = 0.76663
+    "qwen3.5-27b": (0.7666307031249999, 0.749984921875),
+    # Gemma 4 is multimodal and not on SGLang's breakable-prefill-graph allowlist: no prefill graph (13,440 MiB
+    # reserved -> 0.834), then 27 x 1,152^2 / (24 x 1,024^2) = 1.4238: 0.834 x 0.95 x 0.95762 = 0.75872
+    "gemma-4-26b-a4b": (0.7587200976562499, 0.743254580078125),
 }
 SG_FAKE_H100_BYTES = 85_029_158_912
 

@@ -38,6 +38,10 @@ VLLM_0_33 = {  # (config, TP): vLLM 0.33.0's figures (the command in the module 
     ("deepseek-v4-pro", 8): (44_864, 215_874, 5, 6_810, 6.587958883994126, [4, 8, 64, 256], 1_435_968),
     ("gemma-3-27b", 1): (49_152, 187_673, 7, 8_582, 5.727336285248194, [16], 1_310_720),
     ("gemma-3-27b", 8): (393_216, 1_501_386, 7, 8_582, 45.81869028198555, [16], 163_840),
+    # Gemma 4 26B-A4B: K and V stored on its attention_k_eq_v layers; unify_kv_cache_spec_page_size raises the full
+    # layers' 16-token blocks (2 x 512 x 2 x 2 B x 16 = 65,536 B) to 32 to match the sliding page (131,072 B)
+    ("gemma-4-26b-a4b", 1): (98_304, 497_947, 6, 6_469, 15.196166331735972, [16, 32], 655_360),
+    ("gemma-4-26b-a4b", 8): (393_216, 2_699_539, 6, 4_773, 82.38340666247643, [16, 32], 163_840),
     ("glm-5", 1): (10_051, 643_264, 1, 512, 19.630859375, [64], 6_409_728),
     ("glm-5", 8): (10_051, 643_264, 1, 512, 19.630859375, [64], 6_409_728),
     ("gpt-oss-120b", 1): (109_226, 1_161_673, 2, 3_081, 35.45147679324894, [16], 589_824),
@@ -46,13 +50,24 @@ VLLM_0_33 = {  # (config, TP): vLLM 0.33.0's figures (the command in the module 
     ("kimi-k2", 8): (57_299, 916_784, 1, 2_048, 27.97802734375, [16], 1_124_352),
     ("llama-4-scout", 1): (81_920, 403_298, 4, 6_656, 12.307692307692308, [16], 786_432),
     ("llama-4-scout", 8): (655_360, 3_226_387, 4, 6_656, 98.46153846153847, [16], 98_304),
+    # MiMo-V2-Flash: 9 full layers 4 x (192 + 128) x 2 B x 16 = 40,960 B pages, raised to 32 tokens (81,920 B,
+    # unify_kv_cache_spec_page_size) to match the 39 sliding layers' 16 x 8 x 320 x 2 B; 1 full group of 9 + 5
+    # sliding groups of 8, 8, 8, 8, 7 layers (the engine's) -> one block 9 x 81,920 = 737,280 B; 60 GiB // 737,280
+    # = 87,381
+    ("mimo-v2-flash", 1): (87_381, 462_643, 6, 6_189, 14.118759088705769, [16, 32], 737_280),
+    # TP 8: 1 KV head per rank on both kinds (the 4 full heads replicated), equal pages, no unification
+    ("mimo-v2-flash", 8): (699_050, 3_175_720, 6, 7_213, 96.91529183418827, [16], 92_160),
     ("nemotron-3-nano-30b-a3b", 1): (5_002, 5_853_769, 5, 28, 178.64285714285714, [2096], 12_877_824),
     ("nemotron-3-nano-30b-a3b", 8): (39_718, 17_353_058, 5, 75, 529.5733333333334, [528], 1_622_016),
     ("qwen3-30b-a3b", 1): (40_960, 655_360, 1, 2_048, 20.0, [16], 1_572_864),
+    ("qwen3-30b-a3b", 8): (163_840, 2_621_440, 1, 2_048, 80.0, [16], 393_216),
     ("qwen3-32b", 1): (15_360, 245_760, 1, 2_048, 7.5, [16], 4_194_304),
     ("qwen3-32b", 8): (122_880, 1_966_080, 1, 2_048, 60.0, [16], 524_288),
     ("qwen3-next-80b-a3b", 1): (4_551, 2_259_502, 4, 66, 68.95454545454545, [576], 14_155_776),
     ("qwen3-next-80b-a3b", 8): (27_306, 4_970_905, 4, 180, 151.7, [192], 2_359_296),
+    # Qwen3.5-27B (48 Gated DeltaNet + 16 full layers), mamba_cache_mode 'align': test_qwen3_5_by_hand
+    ("qwen3.5-27b", 1): (1_181, 789_775, 4, 49, 24.102040816326532, [832], 54_525_952),
+    ("qwen3.5-27b", 8): (8_777, 3_465_117, 4, 83, 105.74698795180723, [448], 7_340_032),
 }
 
 
@@ -61,7 +76,7 @@ def kvcalc_vllm(name: str, tp: int, **kw) -> dict:
     inp = ec.EngineInputs(engine="vllm", tp=tp, total_memory_bytes=80 * GiB, gpu_memory_utilization=1.0,
                           weights_bytes=18 * GiB, activation_bytes=GiB, non_torch_bytes=GiB, max_model_len=32768,
                           max_num_batched_tokens=8192, **kw)
-    return vllm_sizing(model, att.resolve_groups(model), catalog.load_hardware("h100-sxm"), inp)
+    return vllm_sizing(model, engine_groups("vllm", model, att.KvOptions()), catalog.load_hardware("h100-sxm"), inp)
 
 
 @pytest.mark.parametrize("name,tp", sorted(VLLM_0_33))
@@ -135,6 +150,37 @@ def test_gpt_oss_by_hand_and_the_older_rules():
     assert (mid["blocks_per_request"], mid["kv_cache_tokens"]) == (2569, int(109_226 / 2_569 * 32_768))
 
 
+def test_qwen3_5_by_hand():
+    # Qwen3.5-27B, TP 1: a full layer 4 KV heads x (256 + 256) x 2 B = 4,096 B per token; a Gated DeltaNet state
+    # conv (2 x 16 x 128 + 48 x 128) x 3 x 2 B = 61,440 + recurrent 48 x 128 x 128 x 4 B (mamba_ssm_dtype float32)
+    # = 3,207,168 B. Prefix caching on -> mamba_cache_mode 'align', blocks aligned to 64 (the GDN checkpoint):
+    # 64 x cdiv(3,207,168, 64 x 4,096) = 832 tokens (784 = cdiv(3,207,168, 4,096) rounded to 16, unaligned);
+    # page 832 x 4,096 = 3,407,872 B, the state padded to it; 3 state groups + 1 full group of 16 layers ->
+    # one block 16 x 3,407,872 = 54,525,952 B; 60 GiB // 54,525,952 = 1,181 blocks. A 32,768-token request:
+    # cdiv(32,768, 832) = 40 full blocks + 3 per state group (align mode) x 3 = 49; 1,181 / 49 = 24.10x;
+    # logged int(24.102 x 32,768) = 789,775 tokens (the engine's row above)
+    s = kvcalc_vllm("qwen3.5-27b", 1)
+    assert (s["block_sizes"], s["block_bytes"], s["num_gpu_blocks"]) == ([832], 16 * 832 * 4096, 1181)
+    assert 64_424_509_440 // 54_525_952 == 1181 and 40 + 3 * 3 == s["blocks_per_request"]
+    assert s["kv_cache_tokens"] == int(1181 / 49 * 32768) == 789_775
+
+
+def test_gemma_4_k_and_v_and_page_unification_by_hand():
+    # Gemma 4 26B-A4B, TP 1: 25 sliding layers 8 KV heads x (256 + 256) x 2 B = 8,192 B per token; 5 full layers with
+    # attention_k_eq_v: the ideal stores K once (2 x 512 x 2 B = 2,048 B), both engines K and V (4,096 B):
+    # 25 x 8,192 + 5 x 4,096 = 225,280 B/token against the ideal's 215,040
+    s = kvcalc_vllm("gemma-4-26b-a4b", 1)
+    assert s["kv_bytes_per_token_per_gpu"] == 25 * 8192 + 5 * 4096 == 225_280
+    ideal = catalog.load_model(str(CONFIGS / "gemma-4-26b-a4b" / "config.json"))
+    assert sum(g.layers * g.entry_bytes for g in att.resolve_groups(ideal)) == 25 * 8192 + 5 * 2048 == 215_040
+    # pages: sliding 16 x 8,192 = 131,072 B; full 16 x 4,096 = 65,536 B, raised to 32 tokens (131,072 B); 6 groups of
+    # 5 layers -> one block 5 x 131,072 = 655,360 B; 60 GiB // 655,360 = 98,304 blocks
+    assert (s["block_sizes"], s["block_bytes"], s["num_gpu_blocks"]) == ([16, 32], 655_360, 60 * 2**30 // 655_360)
+    # per request: full cdiv(32,768, 32) = 1,024 blocks; each sliding group cdiv(1,023 + 16,384, 16) + 1 = 1,089:
+    # 1,024 + 5 x 1,089 = 6,469; 98,304 / 6,469 = 15.196x
+    assert s["blocks_per_request"] == 1024 + 5 * 1089 == 6469
+
+
 # SGLang 0.5.23's figures, from the shared tool's sglang_kv.py (the real SGLang wheel; torch.cuda faked as 8 x H100):
 #     sglang_kv.py tests/fixtures/configs/NAME --tp TP --pre 80 --weights 10 --frac 0.875 --ctx 32768
 # i.e. ServerArgs(context_length=32768, mem_fraction_static=0.875, everything else SGLang's default) ->
@@ -150,12 +196,19 @@ SGLANG_0_5_23 = {
     ("deepseek-v4-pro", 8): (5952768, 5952768, 595200, 256, None, 256),
     ("gemma-3-27b", 1): (126843, None, None, 2048, None, 1),
     ("gemma-3-27b", 8): (1014750, None, None, 4096, None, 1),
+    # Gemma 4: hybrid SWA; K and V on the k_eq_v layers: full 5 x 4,096 B, sliding 25 x 8,192 B per token
+    ("gemma-4-26b-a4b", 1): (348956, 348956, 279164, 4096, None, 1),
+    ("gemma-4-26b-a4b", 8): (2093738, 2093738, 1674990, 4096, None, 1),
     ("glm-5", 1): (643264, None, None, 4096, None, 64),
     ("glm-5", 8): (643264, None, None, 4096, None, 64),
     ("gpt-oss-120b", 1): (970903, 970903, 776722, 4096, None, 1),
     ("gpt-oss-120b", 8): (7767229, 7767229, 6213783, 4096, None, 1),
     ("kimi-k2", 1): (916787, None, None, 4096, None, 1),
     ("kimi-k2", 8): (916787, None, None, 4096, None, 1),
+    # MiMo-V2-Flash: hybrid SWA with its own sliding heads: full 9 x 4 x (192 + 128) x 2 B = 23,040, sliding
+    # 39 x 8 x 320 x 2 B = 199,680 B per token; full = floor(60 GiB / (23,040 + 0.8 x 199,680)) = 352,462
+    ("mimo-v2-flash", 1): (352462, 352462, 281969, 4096, None, 1),
+    ("mimo-v2-flash", 8): (2504062, 2504062, 2003249, 4096, None, 1),
     ("llama-4-scout", 1): (385505, 385505, 308404, 4096, None, 1),
     ("llama-4-scout", 8): (3084047, 3084047, 2467237, 4096, None, 1),
     ("nemotron-3-nano-30b-a3b", 1): (5524798, None, None, 124, 620, 1),
@@ -166,6 +219,8 @@ SGLANG_0_5_23 = {
     ("qwen3-32b", 8): (1966080, None, None, 4096, None, 1),
     ("qwen3-next-80b-a3b", 1): (1382704, None, None, 78, 393, 1),
     ("qwen3-next-80b-a3b", 8): (2759906, None, None, 631, 3158, 1),
+    ("qwen3.5-27b", 1): (518687, None, None, 39, 196, 1),
+    ("qwen3.5-27b", 8): (2066526, None, None, 316, 1582, 1),
 }
 
 
@@ -209,3 +264,42 @@ def test_sglang_gemma_3_is_not_hybrid_swa_and_the_multimodal_reserve():
     vl = dataclasses.replace(model, architecture="Qwen2_5_VLForConditionalGeneration")
     s = sglang_sizing(vl, engine_groups("sglang", vl, att.KvOptions()), catalog.load_hardware("h100-sxm"), inp)
     assert s["kv_cache_tokens"] == (60 * GiB - 100 * 2**20) // 507_904 == 126_637
+
+
+# DeepSeek V4 under --kv-dtype, from the same tool runs with the engine's kv_cache_dtype given (--extra
+# '{"kv_cache_dtype": ...}', TP 1): SGLang 0.5.23 "bfloat16" sizes the very pools of its default fp8_e4m3
+# (8,707,584 tokens, 870,656 sliding, 256 running: DSV4PoolConfigurator's bytes do not depend on it); vLLM 0.33
+# "bfloat16" fails at start-up ("DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16"), and
+# "fp8" is its default fp8_ds_mla layout (64,280 blocks, as the row above)
+@pytest.mark.parametrize("engine,dtype,ok", [
+    ("sglang", "fp8", True), ("sglang", "bf16", True), ("sglang", "fp16", False), ("sglang", "nvfp4", False),
+    ("vllm", "fp8", True), ("vllm", "bf16", False), ("vllm", "fp16", False), ("vllm", "int8", False),
+])
+def test_deepseek_v4_kv_dtypes_as_the_engines_take_them(engine, dtype, ok):
+    from kvcalc.out.errors import InputError
+
+    model = catalog.load_model(str(CONFIGS / "deepseek-v4-flash" / "config.json"))
+    opts = att.KvOptions(kv_dtype=dtype)
+    if not ok:
+        with pytest.raises(InputError, match=f"--kv-dtype {dtype}: .*DeepSeek V4"):
+            engine_groups(engine, model, opts)
+        return
+    groups = engine_groups(engine, model, opts)
+    if engine == "vllm":
+        inp = ec.EngineInputs(engine="vllm", tp=1, total_memory_bytes=80 * GiB, gpu_memory_utilization=1.0,
+                              weights_bytes=18 * GiB, activation_bytes=GiB, non_torch_bytes=GiB,
+                              max_model_len=32768, max_num_batched_tokens=8192)
+        s = vllm_sizing(model, groups, catalog.load_hardware("h100-sxm"), inp)
+        assert (s["num_gpu_blocks"], s["kv_cache_tokens"]) == VLLM_0_33[("deepseek-v4-flash", 1)][:2]
+    else:
+        inp = ec.EngineInputs(engine="sglang", tp=1, total_memory_bytes=80 * GiB, mem_fraction_static=0.875,
+                              weights_bytes=10 * GiB, max_model_len=32768)
+        s = sglang_sizing(model, groups, catalog.load_hardware("h100-sxm"), inp)
+        assert (s["kv_cache_tokens"], s["swa_kv_cache_tokens"], s["max_num_seqs"]) == (8707584, 870656, 256)
+
+
+def test_deepseek_v4_refused_kv_dtype_is_one_line_exit_2():
+    from conftest import run_cli
+
+    r = run_cli("capacity", "-m", "deepseek-v4-flash", "--engine", "vllm", "--kv-dtype", "bf16", "--gpus", "1")
+    assert r.code == 2 and r.err.count("\n") <= 1 and "--kv-dtype bf16" in r.err and "fp8_ds_mla" in r.err

@@ -12,6 +12,7 @@ from kvcalc.memory.capacity import CapacityInputs, capacity_row
 from kvcalc.memory.engine_sglang import (sglang_fits, sglang_longest, sglang_required_fraction, sglang_sizing,
                                          sglang_walk)
 from kvcalc.memory.engine_vllm import vllm_fits, vllm_required_kv_bytes, vllm_sizing, vllm_walk
+from kvcalc.memory.engine_vllm_v4 import is_v4
 from kvcalc.model import attention as att
 from kvcalc.model.kv import request_bytes
 from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
@@ -59,7 +60,32 @@ def engine_groups(engine: str, model: ModelPreset, opts: att.KvOptions) -> list[
         # the KV cache stores K and V: kv_heads x (head_dim + head_dim) per token, not the ideal's one tensor
         model = replace(model, layer_groups=[replace(g, k_eq_v=False) if getattr(g, "k_eq_v", False) else g
                                              for g in model.layer_groups])
-    return att.resolve_groups(model, opts)
+    groups = att.resolve_groups(model, opts)
+    if opts.kv_dtype is not None and is_v4(groups):
+        _check_v4_kv_dtype(engine, opts.kv_dtype)
+    return groups
+
+
+# the --kv-dtype values each engine serves DeepSeek V4 with; its pools are then its default layout's
+V4_KV_DTYPES = {
+    # vLLM 0.33 models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype: on Hopper (FlashMLA) the fp8_ds_mla
+    # layout only, "fp8*" mapped to it, anything else a ValueError at start-up
+    "vllm": (("fp8",), "vLLM 0.33 keeps DeepSeek V4's KV cache only in its fp8_ds_mla layout on Hopper (FlashMLA; "
+                       "models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype refuses other dtypes)"),
+    # SGLang 0.5.23 arg_groups/overrides.py _deepseek_v4_kv_cache_dtype: fp8_e4m3 (the default) or bfloat16; its
+    # DSV4PoolConfigurator sizes the same pools for both
+    "sglang": (("fp8", "bf16"), "SGLang 0.5.23 serves DeepSeek V4 with kv_cache_dtype fp8_e4m3 or bfloat16 only "
+                                "(arg_groups/overrides.py _deepseek_v4_kv_cache_dtype)"),
+}
+
+
+def _check_v4_kv_dtype(engine: str, kv_dtype: str) -> None:
+    """Refuse a --kv-dtype the engine refuses for DeepSeek V4 (InputError naming --kv-dtype)."""
+    from kvcalc.out.errors import InputError
+
+    allowed, why = V4_KV_DTYPES[engine]
+    if kv_dtype not in allowed:
+        raise InputError(f"--kv-dtype {kv_dtype}: {why}; use --kv-dtype {' or '.join(allowed)}")
 
 
 def pool_bytes_per_gpu(engine: str, model: ModelPreset, opts: att.KvOptions, hw: HardwarePreset,

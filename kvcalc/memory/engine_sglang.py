@@ -84,7 +84,8 @@ MM_RESERVE_BYTES = 100 * 2**20     # mm_runtime_reservation_gb: SGLANG_VLM_CACHE
 # (of those kvcalc describes; gpt-oss is one of its SWA_SINK_ARCHS). Others, Gemma 3 among them, size every layer
 # as full. A preset without an architecture keeps the split whenever it has sliding and full layers.
 HYBRID_SWA_ARCHS = ("GptOssForCausalLM", "Llama4ForConditionalGeneration", "Gemma4ForCausalLM",
-                    "Gemma4ForConditionalGeneration", "MiMoV2FlashForCausalLM", "DeepseekV4ForCausalLM")
+                    "Gemma4ForConditionalGeneration", "MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM",
+                    "DeepseekV4ForCausalLM")
 # ModelConfig: multimodal is off by default for these wrappers (no 100 MiB reserve)
 MM_DISABLED_ARCHS = ("Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
                      "Step3VLForConditionalGeneration", "InklingForConditionalGeneration")

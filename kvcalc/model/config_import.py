@@ -348,6 +348,10 @@ def import_config(ref: str, data: dict | None = None, origin: str | None = None,
     if any(cfg.has(k) for k in MULTIMODAL_TOWERS):  # SGLang's multimodal architectures wrap a vision/audio tower
         preset["multimodal"] = True
         cfg.note("multimodal: the config has a " + " and ".join(k for k in MULTIMODAL_TOWERS if cfg.has(k)))
+        vision = cfg.section("vision_config")
+        if vision is not None:  # what SGLang's adjust_mem_fraction_for_vlm reads (getattr, defaults 24 / 1,024)
+            preset["vision_layers"] = vision.int("num_hidden_layers", 0) or None
+            preset["vision_hidden_size"] = vision.int("hidden_size", 0) or None
     if cfg.has("max_position_embeddings"):
         preset["max_context_tokens"] = cfg.int("max_position_embeddings")
     preset["layer_groups"] = groups

@@ -199,6 +199,11 @@ class ModelPreset:
     """the config.json's ``architectures[0]`` (e.g. Gemma3ForConditionalGeneration): engines choose some rules by it"""
     multimodal: bool = False
     """the checkpoint carries a vision (or audio) tower (the config has a vision_config or audio_config)"""
+    vision_layers: Optional[Dim] = None
+    """the vision tower's ``vision_config.num_hidden_layers`` (SGLang scales its default mem_fraction_static by the
+    tower's layers x hidden^2; absent = SGLang's 24, also when the config names them otherwise, e.g. ``depth``)"""
+    vision_hidden_size: Optional[Dim] = None
+    """the vision tower's ``vision_config.hidden_size`` (absent = SGLang's 1,024)"""
     layer_groups: list[LayerGroup] = field(default_factory=list)
     moe_experts: Optional[Dim] = None
     """routed experts per MoE layer (E); with moe_experts_per_token and moe_expert_params_b a decode step reads
