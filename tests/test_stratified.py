@@ -110,3 +110,13 @@ def test_a_sample_of_the_excerpt_stays_near_the_exact_curve():
                         - exact.at(c).token_hit_rate) for p in profiles for c in grid)
         assert worst < 0.001, (anchored, worst)
     assert len({p.sampled_tail_ids for p in profiles}) > 1  # another salt, another sample
+
+
+def test_the_positional_head_is_capped():
+    # at most positional_cap ids join the head by position; the later ones are sampled as the tail (rate 1 here,
+    # so the curve stays exact): 40 requests of distinct first blocks, cap 5
+    requests = [Req([i, 1000 + i, 1], 12, 0) for i in range(40)] * 2
+    engine = StratifiedLruEngine(1.0, 4, head_positions=1, positional_cap=5)
+    exact, (profile,) = _replay(requests, engine)
+    assert profile.head_ids == 5
+    _same_curve(exact, profile, 4)

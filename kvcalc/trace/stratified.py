@@ -32,8 +32,9 @@ sampled. Anchored (:meth:`StratifiedProfile.anchored`, as ``kvcalc trace`` does 
 own pass replays), the tail's estimate is scaled so that the curve ends at that infinite cache. At R = 1, and
 with every position in the head at any R, the curve is the exact one (tested).
 
-Memory: the head (at most ``P`` ids per request, typically far fewer: 7,374 ids for the Mooncake conversation
-trace's 12,031 requests, 3,349 for the synthetic trace's 3,993) + R x the distinct tail ids + at most
+Memory: the head (at most ``P`` ids per request and 2^20 in all, later ones sampled as the tail; 7,374 ids for
+the Mooncake conversation trace's 12,031 requests, 3,349 for the synthetic trace's 3,993: 4% and 8% of their
+distinct blocks) + R x the distinct tail ids + at most
 ``ceil(8 / R)`` hot ids and ``ceil(16 / R)`` sketch counters (~200 B each, Python objects), and a histogram
 with one row per distinct depth reached (at most the replayed accesses). Time: one SplitMix64 per access in
 Python plus O(log n) per replayed access.
@@ -54,6 +55,7 @@ from kvcalc.trace.result import ReplayResult, capacity_blocks_for, replay_result
 from kvcalc.trace.sampled import SAMPLE_SPACE, check_rate
 
 HEAD_POSITIONS = 2  # the ids seen at a request's first two blocks are kept exactly
+POSITIONAL_CAP = 1 << 20  # [ids] at most this many join the head by position (later ones are sampled)
 HOT_MIN_COUNT = 64  # [accesses] the fewest counted accesses that make an id hot
 HOT_SHARE_PER_RATE = 1 / 8  # phi = R x this: the share of counted accesses that makes an id hot
 
@@ -163,15 +165,19 @@ class _Fenwick:
 class StratifiedLruEngine:
     """The engine interface (:mod:`kvcalc.trace.engine`) over a stratified sample (see the module doc).
 
-    ``hot_min_count`` / ``hot_share`` / ``hot_cap``: the head's rule (defaults: 64 accesses, R / 8 of the counted
-    accesses, ceil(8 / R) ids); ``hot_min_count=1, hot_share=0`` puts every id in the head from its first
+    ``head_positions`` / ``positional_cap``: the ids at a request's first blocks that join the head (2, at most
+    2^20 ids); ``hot_min_count`` / ``hot_share`` / ``hot_cap``: the hot ids' rule (64 accesses, R / 8 of the
+    counted accesses, ceil(8 / R) ids); ``hot_min_count=1, hot_share=0`` puts every id in the head from its first
     access (the exact curve at any rate).
     """
 
     def __init__(self, rate: float, block_tokens: int, salt: int = 0, head_positions: int = HEAD_POSITIONS,
-                 hot_min_count: int = HOT_MIN_COUNT, hot_share: float | None = None, hot_cap: int | None = None):
+                 positional_cap: int = POSITIONAL_CAP, hot_min_count: int = HOT_MIN_COUNT,
+                 hot_share: float | None = None, hot_cap: int | None = None):
         check_rate(rate)
         self.head_positions = head_positions
+        self.positional_cap = positional_cap  # at most this many ids join the head by their position
+        self._positional = 0
         self.rate = rate
         self.block_tokens = block_tokens
         self.salt = salt
@@ -224,7 +230,8 @@ class StratifiedLruEngine:
         guide = 0  # the same over the head's accesses only: the auxiliary of the tail's accesses
         for j, h in enumerate(ids):
             tokens = min(b, input_length - j * b)
-            if j < self.head_positions and h not in head:
+            if j < self.head_positions and h not in head and self._positional < self.positional_cap:
+                self._positional += 1
                 self._join_head(h)
             if h in head:
                 stratum = 0
