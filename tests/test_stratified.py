@@ -120,3 +120,16 @@ def test_the_positional_head_is_capped():
     exact, (profile,) = _replay(requests, engine)
     assert profile.head_ids == 5
     _same_curve(exact, profile, 4)
+
+
+def test_the_cli_reading_ends_at_the_trace_tables_infinite_cache():
+    # kvcalc trace --sample-rate anchors the sample to the infinite cache of its own pass: the curve's last point
+    # and its working set (hence the grid) are the trace table's, exactly
+    from kvcalc.trace.analysis import analyze_trace
+
+    analysis = analyze_trace(MOONCAKE_HEAD, [], 512, keep_profile=True, sample_rate=0.1)
+    exact = analyze_trace(MOONCAKE_HEAD, [], 512, keep_profile=True).profile
+    inf = analysis.profile.at(None)
+    assert (inf.reused_tokens, inf.hit_blocks) == (analysis.stats.max_reused_tokens, exact.at(None).hit_blocks)
+    assert analysis.profile.distinct_blocks == analysis.stats.distinct_blocks == exact.distinct_blocks
+    assert analysis.profile.at(0).reused_tokens == 0
