@@ -7,10 +7,13 @@ Run by hand (not by pytest), from anywhere:
 Default traces: ../shared/traces/mooncake_synthetic_trace.jsonl and ../shared-extra/mooncake_conversation_trace.jsonl
 relative to the repository root (the Mooncake FAST'25 release's synthetic and conversation traces,
 kvcache-ai/Mooncake FAST25-release/traces/, Apache-2.0); a missing one is reported and skipped. For each trace:
-the exact curve (the stack-depth engine), then at each rate and hash salt one SHARDS-sampled pass, read both
-plain (sampled hits / sampled references) and adjusted (SHARDS_adj); the error is |estimate - exact| of the
-token hit rate in percentage points over the default curve grid (``--points`` capacities, geometric up to the
-working set). Prints, per rate and reading, the worst and mean error over the grid, worst and median over salts.
+the exact curve (the stack-depth engine), then at each rate and hash salt, in the same pass, one SHARDS-sampled
+engine, read plain (sampled hits / sampled references) and adjusted (SHARDS_adj), and one stratified engine
+(kvcalc.trace.stratified), read as it is and anchored to the exact infinite cache (what ``kvcalc trace
+--sample-rate`` shows: the infinite cache of its own pass); the error is |estimate - exact| of the token hit
+rate in percentage points over the default curve grid (``--points`` capacities, geometric up to the working
+set). Prints, per rate and reading, the ids the sample holds (median salt), the worst and mean error over the
+grid, worst and median over salts.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from kvcalc.trace.lru_curve import LruStackEngine  # noqa: E402
 from kvcalc.trace.reader import read_trace  # noqa: E402
 from kvcalc.trace.result import capacity_grid  # noqa: E402
 from kvcalc.trace.sampled import SampledLruEngine  # noqa: E402
+from kvcalc.trace.stratified import StratifiedLruEngine  # noqa: E402
 
 DEFAULT_TRACES = (REPO.parent / "shared" / "traces" / "mooncake_synthetic_trace.jsonl",
                   REPO.parent / "shared-extra" / "mooncake_conversation_trace.jsonl")
@@ -42,7 +46,8 @@ def errors_pp(profile, exact, grid) -> list[float]:
 
 def bench(path: Path, rates: list[float], salts: int, points: int, block_tokens: int) -> None:
     t0 = time.perf_counter()
-    engines = {(r, s): SampledLruEngine(r, block_tokens, salt=s) for r in rates for s in SALTS[:salts]}
+    engines = {(kind, r, s): make(r, block_tokens, salt=s) for r in rates for s in SALTS[:salts]
+               for kind, make in (("shards", SampledLruEngine), ("stratified", StratifiedLruEngine))}
     exact_engine = LruStackEngine(block_tokens)
     _, (exact, *sampled) = run_pass(read_trace(path, block_tokens), Tee(exact_engine, *engines.values()),
                                     block_tokens)
@@ -50,17 +55,24 @@ def bench(path: Path, rates: list[float], salts: int, points: int, block_tokens:
     print(f"\n== {path.name}: {exact.requests:,} requests, {exact.total_blocks:,} block accesses, "
           f"{exact.distinct_blocks:,} distinct blocks; {len(grid)}-point grid; {salts} salts "
           f"({time.perf_counter() - t0:.1f} s)")
-    print(f"  {'rate':>6s} {'reading':9s} {'sampled ids':>11s} {'max pp (worst salt)':>20s} "
+    print(f"  {'rate':>6s} {'reading':20s} {'ids held':>9s} {'max pp (worst salt)':>20s} "
           f"{'max pp (median salt)':>21s} {'mean pp (median)':>17s}")
     answers = dict(zip(engines, sampled))
+    infinite = exact.at(None)
     for rate in rates:
-        profiles = [answers[(rate, s)] for s in SALTS[:salts]]
-        ids = statistics.median(p.sampled.distinct_blocks for p in profiles)
-        for reading, adjust in (("plain", False), ("SHARDS_adj", True)):
-            errs = [errors_pp(dataclasses.replace(p, adjust=adjust), exact, grid) for p in profiles]
+        shards = [answers[("shards", rate, s)] for s in SALTS[:salts]]
+        strat = [answers[("stratified", rate, s)] for s in SALTS[:salts]]
+        readings = (("plain", [dataclasses.replace(p, adjust=False) for p in shards]),
+                    ("SHARDS_adj", [dataclasses.replace(p, adjust=True) for p in shards]),
+                    ("stratified", strat),
+                    ("stratified, anchored", [p.anchored(infinite) for p in strat]))
+        for reading, profiles in readings:
+            ids = statistics.median(p.sampled.distinct_blocks if reading in ("plain", "SHARDS_adj")
+                                    else p.head_ids + p.sampled_tail_ids for p in profiles)
+            errs = [errors_pp(p, exact, grid) for p in profiles]
             worst = [max(e) for e in errs]
             mean = [statistics.fmean(e) for e in errs]
-            print(f"  {rate:6g} {reading:9s} {ids:11,.0f} {max(worst):20.2f} {statistics.median(worst):21.2f} "
+            print(f"  {rate:6g} {reading:20s} {ids:9,.0f} {max(worst):20.2f} {statistics.median(worst):21.2f} "
                   f"{statistics.median(mean):17.2f}")
 
 

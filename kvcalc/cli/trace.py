@@ -54,9 +54,9 @@ def trace(
         "first block) | prefix (the replica caching the longest prefix now; ties by load)",
         rich_help_panel="Replicas")] = "round-robin",
     sample_rate: Annotated[Optional[float], typer.Option(
-        "--sample-rate", help="with --curve: estimate the curve from the blocks whose hashed id falls in this "
-        "fraction, at most 1 (SHARDS-style spatial sampling, memory x the rate; e.g. 0.01); the trace statistics "
-        "stay exact",
+        "--sample-rate", help="with --curve: estimate the curve from a stratified sample: the ids at a request's "
+        "first two blocks and the hot ids exactly, the others whose hashed id falls in this fraction, at most 1 "
+        "(e.g. 0.01; docs/traces.md: its error and memory); the trace statistics stay exact",
         show_default=False, rich_help_panel=R)] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="skip and count bad lines instead of stopping at the "
                                            "first one", rich_help_panel=R)] = False,

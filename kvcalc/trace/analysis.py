@@ -42,7 +42,8 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
     other engine of the interface (:mod:`kvcalc.trace.engine`), e.g. replicas; its answers must know the
     infinite capacity. ``trace_format``: see :mod:`kvcalc.trace.formats` (``auto`` detects it);
     ``progress``: called with the bytes read so far. ``sample_rate`` (with ``keep_profile``): the profile is a
-    SHARDS-style sampled estimate (:mod:`kvcalc.trace.sampled`). ``exact_stats`` False (the default): on the
+    stratified sampled estimate (:mod:`kvcalc.trace.stratified`), anchored to the infinite cache the same pass
+    replays (exact, or the bounded sample's estimate). ``exact_stats`` False (the default): on the
     lean path, ids too sparse for a bit table make the infinite cache's figures (distinct blocks, maximum hit
     rate) estimates from a bounded sample (``stats.estimate`` says so, with standard errors); True keeps a dict
     of every id.
@@ -59,13 +60,14 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
     reader = open_replay_trace(path, block_tokens, skip_bad, trace_format, progress)
     if sample_rate is not None:
         from kvcalc.trace.engine import Tee
-        from kvcalc.trace.sampled import SampledLruEngine
+        from kvcalc.trace.stratified import StratifiedLruEngine
 
         if not keep_profile or policy != "lru" or sink is not None or engine is not None:
             raise InputError("--sample-rate: samples the LRU curve only (--curve)")
-        stats, (profile, exact) = run_pass(reader, Tee(SampledLruEngine(sample_rate, block_tokens),
+        stats, (profile, exact) = run_pass(reader, Tee(StratifiedLruEngine(sample_rate, block_tokens),
                                                        LeanEngine([None], block_tokens, exact_stats=exact_stats)),
                                          block_tokens)
+        profile = profile.anchored(exact.at(None))
         return TraceAnalysis(stats=stats.finish(reader.skipped_lines, exact.at(None), exact.estimate),
                              results=tuple(profile.at(c) for c in capacities_tokens), profile=profile,
                              first_problem=reader.first_problem, trace_format=format_read(reader))

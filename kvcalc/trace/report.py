@@ -168,7 +168,7 @@ class TraceInputs:
     trace_format: str = "mooncake"  # kvcalc.trace.formats.FORMATS, or "jsonl" (hash-id lines, rule by content)
     replicas: int = 1  # replicas behind the router (kvcalc.trace.replica_report when given)
     router: str = "round-robin"  # kvcalc.trace.replicas.ROUTERS
-    sample_rate: Optional[float] = None  # --curve from a SHARDS-style sample (kvcalc.trace.sampled)
+    sample_rate: Optional[float] = None  # --curve from a stratified sample (kvcalc.trace.stratified)
     exact_stats: bool = False  # True: a dict of every id for sparse ids (else a bounded sample estimates them)
 
 
@@ -351,8 +351,9 @@ def trace_result(inp: TraceInputs, model: Optional[tuple[str, ModelPreset]] = No
         notes.append(f"curve: {len(caps)} capacities, geometric from one block to the working set, from one "
                      "LRU pass (LRU's inclusion property)")
     if inp.sample_rate is not None:
-        notes.append(f"--sample-rate {inp.sample_rate:g}: the capacities' rows are estimates from the blocks whose "
-                     f"hashed id fell in the sample (SHARDS); the trace's own figures are exact")
+        notes.append(f"--sample-rate {inp.sample_rate:g}: the capacities' rows are estimates (a stratified sample: "
+                     f"every id at a request's first two blocks and the hot ids replayed exactly, the rest by "
+                     f"hashed id; the curve ends at the infinite cache above); the trace's own figures are exact")
     if block is not None:
         notes.append(block_line(block) + "; bytes held = blocks x that")
         notes += [f"capacity {conversion_line(c, block)}" for c in caps if c.spec.bytes is not None]

@@ -1,5 +1,7 @@
 """A sampled LRU curve for traces whose distinct blocks do not fit the exact engine: SHARDS-style spatial
-sampling by hash (Waldspurger et al., "Efficient MRC Construction with SHARDS", FAST 2015).
+sampling by hash (Waldspurger et al., "Efficient MRC Construction with SHARDS", FAST 2015). The plain reading,
+kept for comparison (bench/bench_sampled.py) and for its smaller memory; ``--sample-rate`` uses the stratified
+estimator of :mod:`kvcalc.trace.stratified`, which errs far less on the Mooncake traces (docs/traces.md).
 
 A block id is sampled when ``splitmix64(id) mod 2^24 < R x 2^24`` (R = the rate): the same ids are kept
 wherever they occur, so a kept block's reuse pattern is whole, and its stack depth among kept blocks is about R
