@@ -41,6 +41,8 @@ def test_vllm_v0_log_within_its_rounding():
                 str(LOGS / "vllm-llama-3.1-8b-3090-issue-10517.log"))
     assert r.code == 0, r.err
     assert "the log's blocks 1,952, kvcalc's 1,950 (kvcalc -2, -0.102%)" in r.out + r.err
+    # kvcalc sizes the log at both ends of its printed 3.81 GiB and says where the log's figure lies
+    assert "allow 1,948 ... 1,953: within the log's rounding" in " ".join((r.out + r.err).split())
     row = capacity_json("llama-3-8b", "vllm-llama-3.1-8b-3090-issue-10517.log")["results"][0]
     assert row["num_gpu_blocks"] == 1_950 and 1_948 <= 1_952 <= 1_953
     assert row["max_model_len"] == 20_000 and round(row["max_concurrency"], 2) == 1.56  # 1,950 / 1,250
@@ -107,6 +109,8 @@ def test_sglang_v041_log_within_its_rounding():
     r = run_cli("capacity", "-m", "llama-3-8b", "--gpus", "1", "--engine-log", str(LOGS / SGLANG_LOG))
     assert r.code == 0, r.err
     assert "the log's KV tokens 444,500, kvcalc's 444,520 (kvcalc +20, +0.004%)" in r.out + r.err
+    # the window below, computed by kvcalc at the corners of the two printed figures (78.81 and 63.72 +- 0.005)
+    assert "allow 444,474 ... 444,566: within the log's rounding" in " ".join((r.out + r.err).split())
     env = capacity_json("llama-3-8b", SGLANG_LOG)
     row, inputs = env["results"][0], env["inputs"]
     assert (row["engine"], row["kv_cache_tokens"], row["kv_bytes_per_token_per_gpu"]) == ("sglang", 444_520, 2**17)
@@ -139,3 +143,26 @@ def test_an_sglang_log_without_its_pool_names_the_line(tmp_path):
     path.write_text("[TP0] KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB.\n")
     assert_bad_input(run_cli("capacity", "-m", "llama-3-8b", "--engine-log", str(path)), str(path),
                      "SGLang log without its pool", "KV Cache is allocated. #tokens: N", "max_total_num_tokens=N")
+
+
+def test_rounding_window_of_the_v1_log():
+    # 6.51 GiB printed: 6.505 ... 6.515 GiB / 2,621,440 B blocks = floor(2,664.45) ... floor(2,668.55) = 2,664 ...
+    # 2,668 blocks = 42,624 ... 42,688 tokens; the log's 42,656 inside (and equal to kvcalc's own figure)
+    from kvcalc.memory.engine_log import log_comparison, rounding_corners, rounding_windows
+
+    log = read_engine_log("Available KV cache memory: 6.51 GiB\nGPU KV cache size: 42,656 tokens", "x.log")
+    corners = list(rounding_corners(log))
+    assert sorted(c.figures["kv_memory_bytes"] for c in corners) == [6.505 * 2**30, 6.515 * 2**30]
+    block = 163_840 * 16
+
+    def rows_of(c):
+        blocks = int(c.figures["kv_memory_bytes"] // block)
+        return [{"model": "qwen3-14b", "kv_cache_tokens": blocks * 16}]
+    windows = rounding_windows(log, rows_of)
+    assert windows[(0, "kv_cache_tokens")] == (42_624, 42_688)
+    note = log_comparison(log, [{"model": "qwen3-14b", "kv_cache_tokens": 42_656}], windows)[0]
+    assert note.endswith("(equal); its GiB figures, rounded as printed, allow 42,624 ... 42,688: within the log's "
+                         "rounding")
+    outside = log_comparison(log, [{"model": "m", "kv_cache_tokens": 40_000}],
+                             {(0, "kv_cache_tokens"): (39_000, 41_000)})[0]
+    assert outside.endswith("OUTSIDE the log's rounding")

@@ -179,7 +179,12 @@ def capacity(
         if solve is None:
             result = engine_result(*args, einp, opts)
             if log is not None:
-                result = replace(result, notes=tuple(log_comparison(log, result.rows)) + result.notes)
+                from kvcalc.memory.engine_log import rounding_windows
+
+                given = {k for k, v in flags.items() if v is not None}
+                windows = rounding_windows(log, lambda corner: engine_result(
+                    *args, apply_log(einp, corner, given), opts).rows)
+                result = replace(result, notes=tuple(log_comparison(log, result.rows, windows)) + result.notes)
         else:
             solve_inp = replace(inp, context_tokens=einp.max_model_len)
             result = solve_result(*args[:5], solve_inp, einp, opts, check_solve(solve), concurrency)

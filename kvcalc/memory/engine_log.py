@@ -62,6 +62,7 @@ class EngineLog:
 
     engine: str
     figures: dict = field(default_factory=dict)   # the log's numbers, by name (GiB values already in bytes)
+    printed: dict = field(default_factory=dict)   # the GiB figures as printed: name -> (value, decimals shown)
 
 
 def _number(text: str) -> float:
@@ -90,11 +91,20 @@ def read_engine_log(text: str, where: str) -> EngineLog:
     if engine is None:
         raise InputError(f"{where}: not a vLLM or SGLang start-up log: needs {NEEDED['vllm'][1]} (vLLM) or "
                          f"{NEEDED['sglang'][1]} (SGLang)")
-    found = {}
+    found, printed = {}, {}
     for name, pattern in (SGLANG_PATTERNS if engine == "sglang" else VLLM_PATTERNS).items():
         hits = re.findall(pattern, text)
         if hits:
             found[name] = _number(hits[-1])  # the last start-up in the file
+            if name.endswith("_gib"):
+                printed[name] = (found[name], len(hits[-1].partition(".")[2]))
+    return _figures(engine, found, printed, where)
+
+
+def _figures(engine: str, found: dict, printed: dict, where: str) -> EngineLog:
+    """The EngineLog of the numbers found (GiB ones as printed), checked."""
+    from kvcalc.out.errors import InputError
+
     figures = {}
     for name, value in found.items():
         if name.endswith("_gib"):
@@ -114,7 +124,36 @@ def read_engine_log(text: str, where: str) -> EngineLog:
             raise InputError(f"{where}: {key} {figures[key]:g} is not in (0, 1]")
     if figures.get("max_model_len", 1) <= 0:
         raise InputError(f"{where}: 'Maximum concurrency for 0 tokens': max_model_len must be positive")
-    return EngineLog(engine, figures)
+    return EngineLog(engine, figures, printed)
+
+
+def rounding_corners(log: EngineLog, limit: int = 5):
+    """The logs the printed GiB figures allow: each figure at value +- half its last printed digit (6.51 ->
+    6.505 and 6.515 GiB), every combination of the (at most ``limit``) figures: the engines' sizing is monotone
+    in each, so the extremes of a figure computed from them lie at these corners."""
+    import itertools
+
+    names = sorted(log.printed)[:limit]
+    for signs in itertools.product((-1, 1), repeat=len(names)):
+        found = _unconverted(log)
+        for name, sign in zip(names, signs):
+            value, decimals = log.printed[name]
+            found[name] = value + sign * 0.5 * 10.0 ** -decimals
+        try:
+            yield _figures(log.engine, found, log.printed, "")
+        except Exception:  # a corner outside a field's domain (e.g. 0.00 GiB - 0.005): not a log the engine prints
+            continue
+
+
+def _unconverted(log: EngineLog) -> dict:
+    """The log's numbers in the units it prints them (GiB figures as printed), as read_engine_log found them."""
+    found = {name: value for name, (value, _) in log.printed.items()}
+    for name, value in log.figures.items():
+        if not name.endswith("_bytes"):
+            found[name] = value
+    if log.engine == "sglang" and "kv_cache_tokens" in found:
+        found["max_total_num_tokens"] = found["kv_cache_tokens"]
+    return found
 
 
 def log_inputs(log: EngineLog) -> dict:
@@ -148,20 +187,45 @@ def apply_log(einp, log: EngineLog, given: set):
     return replace(einp, **{k: v for k, v in log_inputs(log).items() if k not in given})
 
 
-def log_comparison(log: EngineLog, rows) -> list[str]:
-    """Notes putting the log's own KV figures beside kvcalc's, one per figure the log prints."""
+COMPARED = (("kv_cache_tokens", "KV tokens"), ("num_gpu_blocks", "blocks"), ("max_concurrency", "max concurrency"))
+
+
+def rounding_windows(log: EngineLog, rows_of) -> dict:
+    """(row index, figure) -> (lowest, highest) kvcalc figure over the logs the printed GiB figures allow
+    (rounding_corners); ``rows_of(EngineLog)`` sizes one such log into result rows."""
+    windows: dict = {}
+    for corner in rounding_corners(log):
+        for i, row in enumerate(rows_of(corner)):
+            for key, _ in COMPARED:
+                if row.get(key) is not None:
+                    lo, hi = windows.get((i, key), (row[key], row[key]))
+                    windows[(i, key)] = (min(lo, row[key]), max(hi, row[key]))
+    return windows
+
+
+def log_comparison(log: EngineLog, rows, windows: dict | None = None) -> list[str]:
+    """Notes putting the log's own KV figures beside kvcalc's, one per figure the log prints; with ``windows``
+    (rounding_windows) each says whether the log's figure lies within what its rounded GiB figures allow."""
     f, notes = log.figures, []
-    for row in rows:
-        for key, label in (("kv_cache_tokens", "KV tokens"), ("num_gpu_blocks", "blocks"),
-                           ("max_concurrency", "max concurrency")):
+    for i, row in enumerate(rows):
+        for key, label in COMPARED:
             if key in f and key in row and row[key] is not None:
                 mine, theirs = row[key], f[key]
-                same = round(mine, 2) == round(theirs, 2) if key == "max_concurrency" else mine == theirs
-                diff = "equal" if same else (f"kvcalc {mine - theirs:+,.2f}" if key == "max_concurrency"
+                conc = key == "max_concurrency"
+                same = round(mine, 2) == round(theirs, 2) if conc else mine == theirs
+                diff = "equal" if same else (f"kvcalc {mine - theirs:+,.2f}" if conc
                                              else f"kvcalc {mine - theirs:+,}, {(mine - theirs) / theirs:+.3%}")
-                shown = f"{theirs:.2f}x" if key == "max_concurrency" else f"{theirs:,}"
-                notes.append(f"{row['model']}: the log's {label} {shown}, kvcalc's "
-                             f"{(f'{mine:.2f}x' if key == 'max_concurrency' else f'{mine:,}')} ({diff})")
+                shown = f"{theirs:.2f}x" if conc else f"{theirs:,}"
+                note = (f"{row['model']}: the log's {label} {shown}, kvcalc's "
+                        f"{(f'{mine:.2f}x' if conc else f'{mine:,}')} ({diff})")
+                window = (windows or {}).get((i, key))
+                if window and (f'{window[0]:.2f}' != f'{window[1]:.2f}' if conc else window[0] != window[1]):
+                    lo, hi = window
+                    inside = round(lo, 2) <= round(theirs, 2) <= round(hi, 2) if conc else lo <= theirs <= hi
+                    span = f"{lo:.2f}x ... {hi:.2f}x" if conc else f"{lo:,} ... {hi:,}"
+                    note += (f"; its GiB figures, rounded as printed, allow {span}: "
+                             + ("within the log's rounding" if inside else "OUTSIDE the log's rounding"))
+                notes.append(note)
     return notes
 
 
