@@ -110,6 +110,23 @@ def test_seen_table_bytes_then_bits_then_dict() -> None:
     assert dict(seen_after([1, wide + 1], [-2]).table) == {1: 1, wide + 1: 1, -2: 1}  # bits to a dict
 
 
+def test_seen_table_stays_bytes_while_ids_are_within_4_bytes_per_block() -> None:
+    # a byte per id also beyond WIDE_TABLE_BYTES while the table stays within TABLE_BYTES_PER_BLOCK (4) bytes per
+    # distinct block (Mooncake's dense ids, 2.6M of them in the 60-copy bench trace, keep the C-level byte form):
+    # with a 16-byte minimum, 100 distinct ids allow 4 x (100 + 1) = 404 bytes: id 403 is a byte, id 404 is not
+    def seen_after(*batches):
+        seen = SeenBlocks()
+        for ids in batches:
+            lean._replay([TraceRequest(0.0, len(ids), 0, tuple(ids), 1)], None, 0, seen, 1)
+        return seen
+
+    with patch.object(lean, "WIDE_TABLE_BYTES", 16), patch.object(lean, "TABLE_BYTES_PER_BLOCK", 4):
+        byte = seen_after(range(100), [403])
+        assert type(byte.table) is bytearray and byte.wide and byte.count() == 101 and len(byte.table) <= 404
+        bits = seen_after(range(100), [404])
+        assert type(bits.table) is bytearray and not bits.wide and bits._ids() == [*range(100), 404]
+
+
 def test_bits_of() -> None:
     # bytes 0/1 per id -> bit h & 7 of byte h >> 3: ids 0, 3, 8, 9 -> bytes 0b00001001, 0b00000011
     assert lean._bits_of(bytearray([1, 0, 0, 1, 0, 0, 0, 0, 1, 1])) == bytearray([0b1001, 0b11])

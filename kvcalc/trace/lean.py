@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Sequence
 from itertools import compress, islice, repeat, takewhile
+from operator import setitem
 from pathlib import Path
 
 from kvcalc.out.errors import InputError
@@ -32,8 +33,9 @@ from kvcalc.trace.result import capacity_blocks_for, replay_result
 from kvcalc.trace.seen_sample import KEY_PRIME, SeenSample
 
 WIDE_TABLE_BYTES = 1 << 20  # ids below this have a byte each in the table of seen blocks [B]: the fastest form
-TABLE_BYTES_PER_BLOCK = 4  # beyond, one bit per id while the table stays within max(WIDE_TABLE_BYTES, 4 B per
-# (possibly) distinct block) [B], i.e. ids up to 32x the distinct blocks; else a dict (~100 B per block)
+TABLE_BYTES_PER_BLOCK = 4  # and so do ids below 4x the (possibly) distinct blocks (a byte table within 4 B per
+# block); beyond, one bit per id while the table stays within max(WIDE_TABLE_BYTES, 4 B per (possibly) distinct
+# block) [B], i.e. ids up to 32x the distinct blocks; else a dict (~100 B per block)
 
 
 def answers_lean(capacities_tokens: Sequence[int | None], policy: str) -> bool:
@@ -46,10 +48,10 @@ def answers_lean(capacities_tokens: Sequence[int | None], policy: str) -> bool:
 class SeenBlocks:
     """The block ids seen so far, with memory bounded by the distinct blocks (never by the trace's length).
 
-    Three forms, from the fastest: while every id is a non-negative integer below ``WIDE_TABLE_BYTES``,
-    ``table`` is a ``bytearray`` with a byte per id (``wide``: ``table[h]`` is 1 once ``h`` was seen); beyond,
-    a ``bytearray`` with a bit per id (not ``wide``: bit ``h & 7`` of ``table[h >> 3]``; Mooncake's dense ids
-    cost 1/8 B per block) while it stays within ``max(WIDE_TABLE_BYTES, TABLE_BYTES_PER_BLOCK x distinct
+    Three forms, from the fastest: while every id is a non-negative integer below ``WIDE_TABLE_BYTES``, or
+    the table, grown by a quarter at least, stays within ``TABLE_BYTES_PER_BLOCK x distinct blocks`` (Mooncake's
+    dense ids: about 1 B per block), ``table`` is a ``bytearray`` with a byte per id (``wide``: ``table[h]`` is 1 once ``h`` was seen); beyond,
+    a ``bytearray`` with a bit per id (not ``wide``: bit ``h & 7`` of ``table[h >> 3]``) while it stays within ``max(WIDE_TABLE_BYTES, TABLE_BYTES_PER_BLOCK x distinct
     blocks)``; otherwise (or for a negative id, :meth:`check_signs`) a ``defaultdict(int)`` of the ids, read and
     marked as the wide table (reading an unseen id inserts a 0; the replay marks every id of a request, so
     after a request every entry is 1). Reading an id beyond a bytearray raises IndexError (never seen); marking
@@ -73,6 +75,11 @@ class SeenBlocks:
         table = self.table
         if self.wide and 0 <= h < WIDE_TABLE_BYTES:
             _extend(table, h + 1, WIDE_TABLE_BYTES)
+            table[h] = 1
+            return table, True
+        size = max(h + 1, len(table) + (len(table) >> 2))  # by a quarter at least: few counts, linear in all
+        if self.wide and 0 <= h and size <= TABLE_BYTES_PER_BLOCK * (self.count() + 1):
+            _extend(table, size, size)  # still a byte per id (C-level reads and marks), within 4 B per block
             table[h] = 1
             return table, True
         allowed = max(WIDE_TABLE_BYTES, TABLE_BYTES_PER_BLOCK * (self.count() + 1))
@@ -206,7 +213,7 @@ def _replay(records: Sequence, cache: OrderedDict | None, room: int, seen: SeenB
         if inf < n and sample is None:
             rest = islice(ids, inf, None)
             if wide and (type(table) is not bytearray or max(islice(ids, inf, None)) < len(table)):
-                _drain(map(table.__setitem__, rest, repeat(1)))
+                _drain(map(setitem, repeat(table), rest, repeat(1)))  # operator.setitem: no args tuple per id
             else:
                 try:
                     if wide:

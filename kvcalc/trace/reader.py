@@ -272,7 +272,8 @@ class TraceReader(ReaderViews):
                     raise InputError(f"{self.path}: cannot read ({exc})") from None
                 n_lines = piece.count(b"\n") + 1
                 signed = b"-" in piece
-                many = piece.count(b",") > MAX_IDS_PER_LINE  # a line may hold too many ids: never decoded whole
+                # a line may hold too many ids: never decoded whole (a piece shorter than the bound cannot)
+                many = len(piece) > MAX_IDS_PER_LINE and piece.count(b",") > MAX_IDS_PER_LINE
                 records = None if many else self._whole_piece(piece, n_lines, decoder, errors)
                 if records is not None:
                     self.requests += len(records)
