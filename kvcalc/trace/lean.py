@@ -82,7 +82,9 @@ class SeenBlocks:
             _extend(table, size, size)  # still a byte per id (C-level reads and marks), within 4 B per block
             table[h] = 1
             return table, True
-        allowed = max(WIDE_TABLE_BYTES, TABLE_BYTES_PER_BLOCK * (self.count() + 1))
+        allowed = max(WIDE_TABLE_BYTES, TABLE_BYTES_PER_BLOCK * (self._bound_count() + 1))
+        if 0 <= h and h >= 8 * allowed:  # the cached count may be stale: recount before leaving the table
+            allowed = max(WIDE_TABLE_BYTES, TABLE_BYTES_PER_BLOCK * (self._bound_count(fresh=True) + 1))
         if not 0 <= h < 8 * allowed:
             self._to_dict()[h] = 1
         else:
@@ -105,6 +107,18 @@ class SeenBlocks:
         seen.update(dict.fromkeys(self._ids(), 1))
         self.table, self.wide = seen, True
         return seen
+
+    def _bound_count(self, fresh: bool = False) -> int:
+        """A lower bound on the distinct ids seen, recounted only once the table grew by a quarter since the last
+        count, or when ``fresh`` [blocks]: a bit table capped at 4 B per block grows by as little as 64 KiB a
+        time, and a recount per growth would cost O(table^2 / 64 KiB) on ids spaced just inside the cap. A stale
+        (lower) count only caps a growth smaller; the table is left (for the dict) on a fresh count only, so the
+        form chosen, and the figures, are those of an exact count."""
+        size = len(self.table) if type(self.table) is bytearray else 0
+        cached = getattr(self, "_counted", None)
+        if fresh or cached is None or size > cached[0] + (cached[0] >> 2):
+            self._counted = cached = (size, self.count())
+        return cached[1]
 
     def count(self) -> int:
         """Distinct ids seen [blocks]."""
