@@ -15,6 +15,7 @@ from kvcalc.serve.step_time import step_model
 # of moe_intermediate_size 2,048 in 61 - 3 (first_k_dense_replace) layers, hidden 7,168, a gated MLP (3 matrices)
 ROUTED = 256 * (61 - 3) * 3 * 7168 * 2048   # 653,908,770,816 params
 INDEXER = 2 * 64 * 128 * 61                 # index_n_heads 64 x index_head_dim 128, 61 layers: 999,424 FLOP/entry
+LATENT = 2 * 128 * (512 + 64 + 512) * 61    # MLA decode in the latent: 128 heads, keys 512 + 64, values 512
 
 
 def _sm(name: str, hw: str = "h200-sxm", tp: int = 8):
@@ -64,16 +65,17 @@ def test_the_indexer_scores_every_earlier_token_in_prefill_by_hand():
 def test_the_indexer_per_decode_token_by_hand():
     v32 = _sm("deepseek-v3.2")
     ctx = np.array([1000, 8192])
-    # MLA reads min(L, 2,048) entries at 2 x 128 x 320 x 61 FLOP each; the indexer scores all L at 999,424 FLOP each
-    # (FP8, every GPU): in attention-peak equivalents x tp x BF16 / FP8 peak
+    # MLA decodes in the latent: min(L, 2,048) entries at 2 x 128 x (512 + 64 + 512) x 61 = 16,990,208 FLOP each;
+    # the indexer scores all L at 999,424 FLOP each (FP8, every GPU): in attention-peak equivalents x tp x BF16 /
+    # FP8 peak
     equiv = v32.tp * v32.attn_peak / 1978.9e12
-    want = 2 * 128 * 320 * 61 * np.minimum(ctx, 2048) + INDEXER * ctx * equiv
+    want = LATENT * np.minimum(ctx, 2048) + INDEXER * ctx * equiv
     assert np.allclose(v32.decode_attention_flops(ctx), want, rtol=1e-12)
     attn, _ = v32.decode_sums(ctx, axis=0)
     assert float(attn) == pytest.approx(float(want.sum()), rel=1e-12)
     # 8,192 tokens: 8.19 GFLOP on one GPU = 4.1 us at the FP8 peak / efficiency
     assert INDEXER * 8192 / (1978.9e12 * v32.attn_eff) == pytest.approx(
-        (want[1] - 2 * 128 * 320 * 61 * 2048) / (v32.tp * v32.attn_peak * v32.attn_eff))
+        (want[1] - LATENT * 2048) / (v32.tp * v32.attn_peak * v32.attn_eff))
 
 
 def test_no_indexer_no_term_and_ampere_scores_in_bf16():
@@ -85,3 +87,16 @@ def test_no_indexer_no_term_and_ampere_scores_in_bf16():
     # CSA (V4 Flash) scores floor(t / 4) compressed entries: the closed form equals the sum
     g = next(g for g in _sm("deepseek-v4-flash").groups if g.kind == "csa")
     assert compute.indexed_prefix_sum(g, 1001) == sum(t // 4 for t in range(1, 1002))
+
+
+def test_mla_decodes_in_the_latent_and_prefills_decompressed():
+    v3 = _sm("deepseek-v3")
+    # decode (absorbed, as vLLM's and SGLang's MLA decode kernels run it): 2 x 128 x 1,088 x 61 per entry;
+    # prefill (decompressed MHA): 2 x 128 x (192 + 128) x 61
+    assert LATENT == 16_990_208
+    assert float(v3.decode_attention_flops(np.array([1000]))[0]) == LATENT * 1000
+    assert v3.prefill_attention_flops(0, 1000) == 2 * 128 * 320 * 61 * 1000 * 1001 // 2
+    attn, _ = v3.decode_sums(np.array([100, 1000]), axis=0)
+    assert float(attn) == LATENT * 1100
+    # a model without a latent keeps one shape for both
+    assert _sm("qwen3-14b", "h100-sxm", 1).decode_attn_coef == ()

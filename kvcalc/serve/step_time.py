@@ -12,6 +12,9 @@ chunks of prompts being prefilled. Per GPU:
              intermediate / tp; the dense layers' params per layer / (4 x hidden) / tp): narrow TP-split GEMMs
              dense params = active - embedding - LM head - active experts; S = sequences sampling this step;
              attention FLOPs = 2 x q_heads x (d_qk + d_v) x layers x attended(t) per query token (compute.py);
+             an MLA decode runs in the latent (vLLM's and SGLang's MLA decode kernels absorb W_UK and W_UV: keys
+             of kv_lora_rank + rope, values of kv_lora_rank), 2 x q_heads x (2 x 512 + 64) per entry for
+             DeepSeek V3 instead of the prefill's decompressed 2 x q_heads x (192 + 128);
              indexer FLOPs = 2 x index_heads x index_head_dim x layers x indexed(t) per query token: the indexer
              scores every indexed entry (DSA: all t earlier tokens, O(L^2) over a prefill; CSA: floor(t / 4))
              before the top-k read, on every GPU (vLLM and SGLang replicate it: ReplicatedLinear, "no tensor
@@ -105,6 +108,8 @@ class StepModel:
     kv_scale: float = 1.0         # --kv-compression: KV bytes read x 1 / FACTOR (the article's hypothesis)
     indexer_coef: tuple = ()      # per group: 2 x index heads x index head dim x layers x tp x BF16 peak /
                                   # the indexer's peak [BF16-attention-equivalent FLOP per indexed entry]
+    decode_attn_coef: tuple = ()  # per group, a decode query's FLOP per attended entry (MLA: in the latent);
+                                  # () = attn_coef
 
     # ---------------------------------------------------------------- terms
 
@@ -128,7 +133,7 @@ class StepModel:
     def decode_attention_flops(self, contexts):
         """Attention FLOPs of one decode token at each context (elementwise) [FLOP]."""
         total = contexts * 0 + self.recurrent_flops
-        for g, c in zip(self.groups, self.attn_coef):
+        for g, c in zip(self.groups, self.decode_attn_coef or self.attn_coef):
             if c:
                 total = total + c * attended(g, contexts)
         for g, c in zip(self.groups, self.indexer_coef):
@@ -160,7 +165,7 @@ class StepModel:
         attn = self.recurrent_flops * (contexts * 0 + 1).sum(axis=axis)
         kv = 0.0
         windows: dict = {}
-        for g, share, c in zip(self.groups, self.shares, self.attn_coef):
+        for g, share, c in zip(self.groups, self.shares, self.decode_attn_coef or self.attn_coef):
             kind = _plain(g)
             if kind == "full":
                 attn = attn + c * total_l
@@ -257,11 +262,15 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         dense_bytes = model.weight_bytes * model.params_active / model.params_total
     else:
         dense_bytes = model.weight_bytes - expert_bytes - emb_bytes
-    coef = []
+    coef, decode_coef = [], []
+    latent = {lg.name: lg for lg in model.layer_groups if getattr(lg, "kv_lora_rank", None)}
     for g in groups:
         shape = ((g.q_heads, g.qk_head_dim, g.v_head_dim) if g.q_heads else
                  (model.q_heads, model.qk_head_dim, model.v_head_dim))
         coef.append(2.0 * shape[0] * (shape[1] + shape[2]) * g.layers if all(shape) else 0.0)
+        mla = latent.get(g.name) if g.kind in ("mla", "dsa") and shape[0] else None
+        decode_coef.append(2.0 * shape[0] * (2 * mla.kv_lora_rank + mla.rope_head_dim) * g.layers if mla
+                           else coef[-1])
     attn_peak = hw.peak_flops("bf16")
     # the indexer's logits GEMM (DeepGEMM fp8_mqa_logits) runs FP8 where the GPU has it, every GPU the whole of it
     idx_ratio = tp * attn_peak / hw.peak_flops("fp8")
@@ -296,4 +305,5 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         eff_max=cal.matmul_efficiency_max, half_tokens=float(cal.matmul_half_tokens), hbm_eff=cal.hbm_efficiency,
         step_overhead_s=units.us_to_s(overhead_us), per_sequence_s=units.us_to_s(cal.per_sequence_us),
         math_dtype=math, attn_eff=cal.attention_efficiency, dense_width=width(dense_n), expert_width=width(expert_n),
-        dense_dequant=dense_slow, expert_dequant=slow, indexer_coef=idx_coef)
+        dense_dequant=dense_slow, expert_dequant=slow, indexer_coef=idx_coef,
+        decode_attn_coef=tuple(decode_coef) if decode_coef != coef else ())
