@@ -183,7 +183,13 @@ def write(hw: str, cal, params, rows, text: str) -> None:
         v = getattr(cal, name)
         if name in unfitted:
             v = cal.vllm_step_us
-        lines.append(f"{name} = {float(f'{v:.4g}')!r}" if isinstance(v, float) else f"{name} = {v}")
+        if isinstance(v, float):
+            shown = float(f"{v:.4g}")
+            if name in BOUNDS and shown > BOUNDS[name][1]:  # rounding must not step past a ceiling
+                shown = math.floor(BOUNDS[name][1] * 10) / 10
+            lines.append(f"{name} = {shown!r}")
+        else:
+            lines.append(f"{name} = {v}")
     lines[-2] += "  # vLLM arg_utils _set_default_args: A100 and < 70 GiB GPUs 2,048 / 256, else 8,192 / 1,024"
     (ROOT / "presets" / "calibration" / f"{hw}.toml").write_text("\n".join(lines) + "\n")
     del c
