@@ -128,6 +128,8 @@ class GroupLayout:
     recurrent_flops_per_token: float = 0.0   # per layer per token (linear attention, Mamba) [FLOP]
     residual_tokens: int = 0        # KIVI: the most recent min(L, R) tokens are kept in BF16 ...
     residual_extra_bytes: float = 0.0  # ... costing this much more per layer per token than the INT4 entry [B]
+    indexer_heads: int = 0          # the sparse indexer's query heads and key width (DSA, CSA): it scores every
+    indexer_head_dim: int = 0       # indexed entry with heads x head_dim multiply-adds per query per layer
 
 
 RECURRENT_KINDS = ("linear", "mamba")
@@ -284,7 +286,8 @@ def _mla(grp: MlaGroup, opts: KvOptions, model: ModelPreset) -> GroupLayout:
         name=grp.name, kind="dsa" if idx else "mla", layers=grp.layers, window_tokens=None, ratio=None,
         entry_bytes=entry, indexer_bytes=indexer_key_bytes(idtype, idx.head_dim) if idx else 0,
         indexed="dense" if idx else None, top_k=idx.top_k if idx else None, state_bytes_per_layer=0,
-        kv_heads=None, layout=f"{layout} {entry} B" + (f" + {idtype} indexer" if idx else ""))
+        kv_heads=None, layout=f"{layout} {entry} B" + (f" + {idtype} indexer" if idx else ""),
+        indexer_heads=idx.heads if idx else 0, indexer_head_dim=idx.head_dim if idx else 0)
 
 
 def _compressed(grp: CompressedGroup, opts: KvOptions, model: ModelPreset) -> GroupLayout:
@@ -299,7 +302,8 @@ def _compressed(grp: CompressedGroup, opts: KvOptions, model: ModelPreset) -> Gr
         entry_bytes=grp.entry_bytes, indexer_bytes=indexer_key_bytes(idtype, idx.head_dim) if idx else 0,
         indexed="compressed" if idx else None, top_k=idx.top_k if idx else None,
         state_bytes_per_layer=grp.state_bytes_per_layer, kv_heads=None,
-        layout=f"{grp.entry_bytes} B" + (f" + {idtype} indexer" if idx else ""))
+        layout=f"{grp.entry_bytes} B" + (f" + {idtype} indexer" if idx else ""),
+        indexer_heads=idx.heads if idx else 0, indexer_head_dim=idx.head_dim if idx else 0)
 
 
 def _flat(model: ModelPreset) -> GroupLayout:

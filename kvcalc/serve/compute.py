@@ -12,8 +12,8 @@ where attended(t) is what position t attends: t (full, MLA), min(t, W) (sliding)
 a group that gives its own q_heads and head dims (per-group shapes) uses them instead of the model's.
 Linear-attention and Mamba layers attend nothing; their recurrence costs a fixed
 recurrent_flops_per_token per layer per token (attention.py), counted in the same term.
-Sparse indexers' own scoring FLOPs are not counted. Every sum is a closed form, so a 1 M-token prefill costs no
-loop.
+Sparse indexers' own scoring FLOPs are not counted here (the serving model's step time counts them:
+indexed_prefix_sum, serve/step_time.py). Every sum is a closed form, so a 1 M-token prefill costs no loop.
 """
 
 from __future__ import annotations
@@ -56,6 +56,16 @@ def sum_chunk(n: int, c: int) -> int:
         return 0
     q = n // c
     return q * sum_t(c) + sum_t(n - q * c)
+
+
+def indexed_prefix_sum(g: att.GroupLayout, n: int) -> int:
+    """sum_{t=1}^{n} indexed(t) for one layer of group g: the entries a sparse indexer scores for each query
+    (DSA: all t dense entries; CSA: floor(t / ratio) compressed ones) [token pairs]."""
+    if g.indexed == "dense":
+        return sum_t(n) if g.window_tokens is None else sum_min(n, g.window_tokens)
+    if g.indexed == "compressed":
+        return sum_floor(n, g.ratio)
+    return 0
 
 
 def attended_prefix_sum(g: att.GroupLayout, n: int) -> int:

@@ -7,10 +7,19 @@ chunks of prompts being prefilled. Per GPU:
               calibrated dequant efficiency where the weights are dequantised in the kernel: W4A16, W8A16)
               + 2 x LM head x S / eff(S)] / (tp x matmul peak)
              + attention FLOPs / (tp x BF16 peak x attention efficiency)
+             + indexer FLOPs / (FP8 peak x attention efficiency)   (DSA/CSA lightning indexer, not split by TP)
              each matmul term also / (N / (N + N_half)), N = the GEMM's output columns per GPU (an expert's
              intermediate / tp; the dense layers' params per layer / (4 x hidden) / tp): narrow TP-split GEMMs
              dense params = active - embedding - LM head - active experts; S = sequences sampling this step;
              attention FLOPs = 2 x q_heads x (d_qk + d_v) x layers x attended(t) per query token (compute.py);
+             an MLA decode runs in the latent (vLLM's and SGLang's MLA decode kernels absorb W_UK and W_UV: keys
+             of kv_lora_rank + rope, values of kv_lora_rank), 2 x q_heads x (2 x 512 + 64) per entry for
+             DeepSeek V3 instead of the prefill's decompressed 2 x q_heads x (192 + 128);
+             indexer FLOPs = 2 x index_heads x index_head_dim x layers x indexed(t) per query token: the indexer
+             scores every indexed entry (DSA: all t earlier tokens, O(L^2) over a prefill; CSA: floor(t / 4))
+             before the top-k read, on every GPU (vLLM and SGLang replicate it: ReplicatedLinear, "no tensor
+             parallel"), in FP8 where the GPU has it (DeepGEMM fp8_mqa_logits), else BF16; it enters the
+             attention term as BF16-attention-equivalent FLOPs (x tp x BF16 peak / its peak)
              eff(n) = eff_max x n / (n + n_half): a GEMM of n rows reaches eff_max of the peak once n >> n_half
              (calibrated); an expert's GEMM has the T k / D(T) tokens routed to each expert touched.
   memory   = [dense weight bytes + expert bytes x D(T) / E] / tp + KV read per GPU, / (HBM bandwidth x hbm_eff)
@@ -104,6 +113,10 @@ class StepModel:
     a2a_latency_s: float = 0.0    # the EP all-to-all's link
     a2a_bytes_per_s: float = 1.0
     a2a_ranks: int = 1            # GPUs the all-to-all spans (1: none)
+    indexer_coef: tuple = ()      # per group: 2 x index heads x index head dim x layers x tp x BF16 peak /
+                                  # the indexer's peak [BF16-attention-equivalent FLOP per indexed entry]
+    decode_attn_coef: tuple = ()  # per group, a decode query's FLOP per attended entry (MLA: in the latent);
+                                  # () = attn_coef
 
     # ---------------------------------------------------------------- terms
 
@@ -127,18 +140,25 @@ class StepModel:
     def decode_attention_flops(self, contexts):
         """Attention FLOPs of one decode token at each context (elementwise) [FLOP]."""
         total = contexts * 0 + self.recurrent_flops
-        for g, c in zip(self.groups, self.attn_coef):
+        for g, c in zip(self.groups, self.decode_attn_coef or self.attn_coef):
             if c:
                 total = total + c * attended(g, contexts)
+        for g, c in zip(self.groups, self.indexer_coef):
+            if c:
+                total = total + c * att.indexed_entries(g, contexts)
         return total
 
     def prefill_attention_flops(self, start: int, tokens: int) -> float:
         """Attention FLOPs of prefilling positions start+1 .. start+tokens: each group's coefficient x
-        sum_t attended(t) in closed form (compute.attended_prefix_sum) + the recurrent layers' FLOPs [FLOP]."""
+        sum_t attended(t) in closed form (compute.attended_prefix_sum) + the recurrent layers' FLOPs + the
+        indexer's, sum_t indexed(t) (compute.indexed_prefix_sum) [FLOP]."""
         total = self.recurrent_flops * tokens
         for g, c in zip(self.groups, self.attn_coef):
             if c:
                 total += c * (compute.attended_prefix_sum(g, start + tokens) - compute.attended_prefix_sum(g, start))
+        for g, c in zip(self.groups, self.indexer_coef):
+            if c:
+                total += c * (compute.indexed_prefix_sum(g, start + tokens) - compute.indexed_prefix_sum(g, start))
         return float(total)
 
     def decode_sums(self, contexts, axis=None):
@@ -152,7 +172,7 @@ class StepModel:
         attn = self.recurrent_flops * (contexts * 0 + 1).sum(axis=axis)
         kv = 0.0
         windows: dict = {}
-        for g, share, c in zip(self.groups, self.shares, self.attn_coef):
+        for g, share, c in zip(self.groups, self.shares, self.decode_attn_coef or self.attn_coef):
             kind = _plain(g)
             if kind == "full":
                 attn = attn + c * total_l
@@ -166,6 +186,9 @@ class StepModel:
             else:
                 attn = attn + (c * attended(g, contexts)).sum(axis=axis)
                 kv = kv + (att.read_bytes_per_step(g, contexts) * share).sum(axis=axis)
+        for g, c in zip(self.groups, self.indexer_coef):
+            if c:
+                attn = attn + (c * att.indexed_entries(g, contexts)).sum(axis=axis)
         return attn, kv * self.kv_scale
 
     def compute_s(self, tokens, sampled, attn_flops):
@@ -262,11 +285,19 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         dense_bytes = model.weight_bytes * model.params_active / model.params_total
     else:
         dense_bytes = model.weight_bytes - expert_bytes - emb_bytes
-    coef = []
+    coef, decode_coef = [], []
+    latent = {lg.name: lg for lg in model.layer_groups if getattr(lg, "kv_lora_rank", None)}
     for g in groups:
         shape = ((g.q_heads, g.qk_head_dim, g.v_head_dim) if g.q_heads else
                  (model.q_heads, model.qk_head_dim, model.v_head_dim))
         coef.append(2.0 * shape[0] * (shape[1] + shape[2]) * g.layers if all(shape) else 0.0)
+        mla = latent.get(g.name) if g.kind in ("mla", "dsa") and shape[0] else None
+        decode_coef.append(2.0 * shape[0] * (2 * mla.kv_lora_rank + mla.rope_head_dim) * g.layers if mla
+                           else coef[-1])
+    attn_peak = hw.peak_flops("bf16")
+    # the indexer's logits GEMM (DeepGEMM fp8_mqa_logits) runs FP8 where the GPU has it, every GPU the whole of it
+    idx_ratio = tp * attn_peak / hw.peak_flops("fp8")
+    idx_coef = tuple(2.0 * g.indexer_heads * g.indexer_head_dim * g.layers * idx_ratio for g in groups)
     storage = wd.storage_dtype(model)
     math = wd.math_dtype(storage, hw.fp8_dense_tflops is not None, hw.fp4_dense_tflops is not None)
     slow = 1.0 / cal.dequant_matmul_efficiency if storage not in ("bf16", math) else 1.0
@@ -289,7 +320,7 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         dense_weight_bytes=max(dense_bytes, 0.0), expert_weight_bytes=expert_bytes, experts=experts, top_k=k,
         groups=groups, shares=tuple(att.per_gpu_share(g, tp) for g in groups), attn_coef=tuple(coef),
         recurrent_flops=float(sum(g.layers * g.recurrent_flops_per_token for g in groups)),
-        matmul_peak=hw.peak_flops(math), attn_peak=hw.peak_flops("bf16"),
+        matmul_peak=hw.peak_flops(math), attn_peak=attn_peak,
         hbm_bytes_per_s=hw.hbm_bandwidth_bytes_per_s, layers=sum(g.layers for g in groups),
         hidden=model.hidden_size or 0,
         link_latency_s=link.latency_s if link else 0.0,
@@ -297,4 +328,5 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         eff_max=cal.matmul_efficiency_max, half_tokens=float(cal.matmul_half_tokens), hbm_eff=cal.hbm_efficiency,
         step_overhead_s=units.us_to_s(overhead_us), per_sequence_s=units.us_to_s(cal.per_sequence_us),
         math_dtype=math, attn_eff=cal.attention_efficiency, dense_width=width(dense_n), expert_width=width(expert_n),
-        dense_dequant=dense_slow, expert_dequant=slow)
+        dense_dequant=dense_slow, expert_dequant=slow, indexer_coef=idx_coef,
+        decode_attn_coef=tuple(decode_coef) if decode_coef != coef else ())
