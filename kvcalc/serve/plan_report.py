@@ -100,9 +100,11 @@ def plan_result(plan: Plan, targets: Targets, traffic: Traffic, inputs: dict, no
                  "predicted, not measured: each configuration is the bench core's simulation (kvcalc bench) of its "
                  "replicas; docs/serving-model.md shows that model's error on measured runs"]
     if traffic.split is None and traffic.finite_rate and inputs["num_prompts"] > PLAN_SAMPLE:
-        out_notes.append(f"at a finite rate each engine simulates at most the first {PLAN_SAMPLE:,} requests of its "
-                         f"share of the {inputs['num_prompts']:,} prompts (the bench line below re-runs exactly "
-                         "those)")
+        out_notes.append(f"at a finite rate the search simulates at most the first {PLAN_SAMPLE:,} requests of each "
+                         f"engine's share of the {inputs['num_prompts']:,} prompts (a longer run only waits longer, "
+                         f"so a sample that misses rejects); {plan.verified:,} configuration(s) that met the targets "
+                         f"on it were re-simulated with their whole share, {plan.unverified:,} of them then missed "
+                         "and are not answers; every deployment shown is a whole-share run (its bench line re-runs it)")
     max_len = inputs["max_model_len"]
     for i, row in enumerate(shown, 1):
         out_notes.append(f"deploy #{i}: {hint(row, inputs['model'], max_len)}")

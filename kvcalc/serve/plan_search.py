@@ -40,6 +40,8 @@ class Plan:
     specs: dict = field(default_factory=dict)  # (family key, replicas) -> the BenchSpecs simulated
     screened: int = 0    # of the simulations, those a short screening run rejected (screen_misses)
     unprobed: int = 0    # families never simulated: their cheapest candidate costs more than the answers
+    verified: int = 0    # answers on the search's sample re-simulated with every prompt of their share
+    unverified: int = 0  # of those, the ones that then missed a target (not answers)
 
     @property
     def closest(self):
@@ -47,15 +49,16 @@ class Plan:
         return min(self.simulated, key=lambda r: (r["miss_ratio"], r["usd_per_hour"]), default=None)
 
 
-def simulate_candidate(c: Candidate, traffic: Traffic, targets: Targets):
-    """(row, [BenchSpec]) of candidate ``c``: the bench core's figures for its replicas (see replica_spec)."""
+def simulate_candidate(c: Candidate, traffic: Traffic, targets: Targets, full: bool = False):
+    """(row, [BenchSpec]) of candidate ``c``: the bench core's figures for its replicas (see replica_spec; ``full``:
+    every prompt of a replica's share, not the search's sample)."""
     from kvcalc.serve.bench import metrics, pool_and_limits, simulate_spec
 
     f = c.family
     if f.prefill:
-        return _simulate_disagg(c, traffic, targets)
+        return _simulate_disagg(c, traffic, targets, full)
     if traffic.split is None:
-        spec = replica_spec(c, traffic)
+        spec = replica_spec(c, traffic, full=full)
         m, runs, sm, pool, sch = simulate_spec(spec)
         specs = [spec]
         cluster_throughput = m["output_throughput"] * c.replicas
@@ -112,14 +115,14 @@ def screen_misses(c: Candidate, traffic: Traffic, targets: Targets):
     return None
 
 
-def _simulate_disagg(c: Candidate, traffic: Traffic, targets: Targets):
+def _simulate_disagg(c: Candidate, traffic: Traffic, targets: Targets, full: bool = False):
     """(row, [BenchSpec]) of a disaggregated candidate: each replica through plan_disagg.simulate_pd."""
     from kvcalc.serve.bench import metrics, requests_of
     from kvcalc.serve.plan_disagg import simulate_pd
 
     f = c.family
     if traffic.split is None:
-        spec = replica_spec(c, traffic)
+        spec = replica_spec(c, traffic, full=full)
         parts, scale = [requests_of(spec)], c.replicas
     else:
         spec, parts, scale = f.spec, [p for p in traffic.split(c.replicas) if len(p.prompt)], 1
@@ -238,6 +241,26 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
             return True
         return False
 
+    checks = {"verified": 0, "unverified": 0}
+
+    def sampled(c: Candidate) -> bool:
+        return (traffic.split is None and replica_spec(c, traffic).num_prompts
+                < replica_spec(c, traffic, full=True).num_prompts)
+
+    def verify(c: Candidate):
+        """Re-simulate a sampled answer with its whole share: the row it is reported (and checked) with."""
+        k = (c.family.key(), c.replicas)
+        try:
+            row, sp = simulate_candidate(c, traffic, targets, full=True)
+        except ValueError as e:
+            row, sp = None, [str(e)]
+        simulated[:] = [r for r in simulated if r is not done[k]] + ([row] if row is not None else [])
+        done[k], specs[k] = row, sp
+        checks["verified"] += 1
+        if row is None or not row["meets"]:
+            checks["unverified"] += 1
+        return row
+
     answers: dict = {}
     probed: dict = {}  # family key -> passed its lightest-load run
     tick = progress.counter(len(left), "families")
@@ -254,13 +277,15 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
         if not probed[key]:
             continue
         row = run(c)
+        if row is not None and row["meets"] and sampled(c):
+            row = verify(c)
         if row is not None and row["meets"]:
             answers[key] = (row["usd_per_hour"], row["usd_per_mtok_blended"], c.order(), row)
     rows = [a[3] for a in sorted(answers.values(), key=lambda a: a[:3])][:top]  # equal $/hour: lower $/M first
     bound_pruned = sum(max_gpus // f.gpus_per_replica for f in fams if f not in left)
     return Plan(rows=rows, simulated=simulated, rejected=rejected, enumerated=enumerated,
                 bound_pruned=bound_pruned, simulations=len(done), families=len(fams), specs=specs,
-                screened=len(screened), unprobed=len(left) - len(probed))
+                screened=len(screened), unprobed=len(left) - len(probed), **checks)
 
 
 def row_key(row: dict) -> tuple:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 NODE_GPUS = 8  # GPUs per node (HGX/DGX H100, H200, B200 boards): one replica's TP x DP stays inside one node
-PLAN_SAMPLE = 300  # requests simulated per engine at a finite rate (a Poisson stream's percentiles settle
-                    # well before; --num-prompts above it x replicas is sampled, said in a note)
+PLAN_SAMPLE = 300  # requests per engine the search simulates at a finite rate (its first ones: a longer run
+                    # only waits longer, so a sample that misses rejects); an answer is re-simulated whole
 
 
 @dataclass(frozen=True)
@@ -201,17 +201,18 @@ def candidates(fams: list[Family], max_gpus: int) -> list[Candidate]:
     return sorted(out, key=Candidate.order)
 
 
-def replica_spec(c: Candidate, traffic: Traffic, part=None):
+def replica_spec(c: Candidate, traffic: Traffic, part=None, full: bool = False):
     """The BenchSpec one replica of ``c`` runs: with the random dataset, 1 / replicas of the rate, of the prompts
-    (at most PLAN_SAMPLE at a finite rate) and of the client's concurrency cap (a Poisson stream split at random
-    is a Poisson stream of the share's rate); with a request list, ``part`` (that replica's requests)."""
+    (at most PLAN_SAMPLE per engine at a finite rate unless ``full``: the search's sample) and of the client's
+    concurrency cap (a Poisson stream split at random is a Poisson stream of the share's rate); with a request
+    list, ``part`` (that replica's requests)."""
     spec = c.family.spec
     if part is not None:
         return replace(spec, trace=part, num_prompts=len(part.prompt))
     b = traffic.base
     r = c.replicas
     n = max(1, b.num_prompts // r)
-    if traffic.finite_rate:
+    if traffic.finite_rate and not full:
         n = min(n, PLAN_SAMPLE * c.family.engines)  # at most PLAN_SAMPLE per engine
     conc = None if b.max_concurrency is None else max(1, b.max_concurrency // r)
     return replace(spec, num_prompts=n, request_rate=b.request_rate / r, max_concurrency=conc)
