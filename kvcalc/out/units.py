@@ -62,7 +62,7 @@ MIN_LATENCY_TARGET_S = 1e-6      # kvcalc plan --ttft-p99/--tpot-p99: below a mi
 MAX_LATENCY_TARGET_S = 86_400.0  # one day
 MAX_PLAN_GPUS = 4096             # kvcalc plan --max-gpus (every replica count up to it is a candidate)
 MAX_PLAN_TOP = 1000              # kvcalc plan --top
-MAX_PLAN_PROMPTS = 100_000       # kvcalc plan --num-prompts (every candidate simulates its share; bench: 10^6)
+MAX_PLAN_PROMPTS = 10_000        # kvcalc plan --num-prompts (every answer simulates its whole share; bench: 10^6)
 MAX_RATE_SCALE = 1e6             # kvcalc plan --rate-scale (a trace's arrivals x FACTOR)
 MIN_RATE_SCALE = 1e-6
 

@@ -49,16 +49,17 @@ class Plan:
         return min(self.simulated, key=lambda r: (r["miss_ratio"], r["usd_per_hour"]), default=None)
 
 
-def simulate_candidate(c: Candidate, traffic: Traffic, targets: Targets, full: bool = False):
+def simulate_candidate(c: Candidate, traffic: Traffic, targets: Targets, full: bool = False,
+                       prompts: int | None = None):
     """(row, [BenchSpec]) of candidate ``c``: the bench core's figures for its replicas (see replica_spec; ``full``:
-    every prompt of a replica's share, not the search's sample)."""
+    every prompt of a replica's share, not the search's sample; ``prompts``: at most that many)."""
     from kvcalc.serve.bench import metrics, pool_and_limits, simulate_spec
 
     f = c.family
     if f.prefill:
-        return _simulate_disagg(c, traffic, targets, full)
+        return _simulate_disagg(c, traffic, targets, full, prompts)
     if traffic.split is None:
-        spec = replica_spec(c, traffic, full=full)
+        spec = replica_spec(c, traffic, full=full, prompts=prompts)
         m, runs, sm, pool, sch = simulate_spec(spec)
         specs = [spec]
         cluster_throughput = m["output_throughput"] * c.replicas
@@ -115,14 +116,15 @@ def screen_misses(c: Candidate, traffic: Traffic, targets: Targets):
     return None
 
 
-def _simulate_disagg(c: Candidate, traffic: Traffic, targets: Targets, full: bool = False):
+def _simulate_disagg(c: Candidate, traffic: Traffic, targets: Targets, full: bool = False,
+                     prompts: int | None = None):
     """(row, [BenchSpec]) of a disaggregated candidate: each replica through plan_disagg.simulate_pd."""
     from kvcalc.serve.bench import metrics, requests_of
     from kvcalc.serve.plan_disagg import simulate_pd
 
     f = c.family
     if traffic.split is None:
-        spec = replica_spec(c, traffic, full=full)
+        spec = replica_spec(c, traffic, full=full, prompts=prompts)
         parts, scale = [requests_of(spec)], c.replicas
     else:
         spec, parts, scale = f.spec, [p for p in traffic.split(c.replicas) if len(p.prompt)], 1
@@ -248,10 +250,22 @@ def search(fams: list[Family], traffic: Traffic, targets: Targets, max_gpus: int
                 < replica_spec(c, traffic, full=True).num_prompts)
 
     def verify(c: Candidate):
-        """Re-simulate a sampled answer with its whole share: the row it is reported (and checked) with."""
+        """Re-simulate a sampled answer with its whole share: the row it is reported (and checked) with. On the
+        way, runs of 4x, 16x, ... the sample's prompts (the share's first ones) stop at the first that misses:
+        a longer run only waits longer (the search's own assumption), so a configuration the whole share rejects
+        usually costs a few short runs, and only an answer pays for the whole one."""
         k = (c.family.key(), c.replicas)
+        whole = replica_spec(c, traffic, full=True).num_prompts
+        size = 4 * replica_spec(c, traffic).num_prompts
         try:
-            row, sp = simulate_candidate(c, traffic, targets, full=True)
+            row, sp = None, []
+            while size < whole:
+                row, sp = simulate_candidate(c, traffic, targets, prompts=size)
+                if not row["meets"]:
+                    break
+                size *= 4
+            else:
+                row, sp = simulate_candidate(c, traffic, targets, full=True)
         except ValueError as e:
             row, sp = None, [str(e)]
         simulated[:] = [r for r in simulated if r is not done[k]] + ([row] if row is not None else [])

@@ -201,18 +201,20 @@ def candidates(fams: list[Family], max_gpus: int) -> list[Candidate]:
     return sorted(out, key=Candidate.order)
 
 
-def replica_spec(c: Candidate, traffic: Traffic, part=None, full: bool = False):
+def replica_spec(c: Candidate, traffic: Traffic, part=None, full: bool = False, prompts: int | None = None):
     """The BenchSpec one replica of ``c`` runs: with the random dataset, 1 / replicas of the rate, of the prompts
     (at most PLAN_SAMPLE per engine at a finite rate unless ``full``: the search's sample) and of the client's
-    concurrency cap (a Poisson stream split at random is a Poisson stream of the share's rate); with a request
-    list, ``part`` (that replica's requests)."""
+    concurrency cap (a Poisson stream split at random is a Poisson stream of the share's rate); ``prompts``: at
+    most that many of the share (the first); with a request list, ``part`` (that replica's requests)."""
     spec = c.family.spec
     if part is not None:
         return replace(spec, trace=part, num_prompts=len(part.prompt))
     b = traffic.base
     r = c.replicas
     n = max(1, b.num_prompts // r)
-    if traffic.finite_rate and not full:
+    if prompts is not None:
+        n = min(n, prompts)
+    elif traffic.finite_rate and not full:
         n = min(n, PLAN_SAMPLE * c.family.engines)  # at most PLAN_SAMPLE per engine
     conc = None if b.max_concurrency is None else max(1, b.max_concurrency // r)
     return replace(spec, num_prompts=n, request_rate=b.request_rate / r, max_concurrency=conc)
