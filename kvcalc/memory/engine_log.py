@@ -133,15 +133,17 @@ def rounding_corners(log: EngineLog, limit: int = 5):
     in each, so the extremes of a figure computed from them lie at these corners."""
     import itertools
 
+    from kvcalc.out.errors import InputError
+
     names = sorted(log.printed)[:limit]
     for signs in itertools.product((-1, 1), repeat=len(names)):
         found = _unconverted(log)
         for name, sign in zip(names, signs):
             value, decimals = log.printed[name]
-            found[name] = value + sign * 0.5 * 10.0 ** -decimals
+            found[name] = max(0.0, value + sign * 0.5 * 10.0 ** -decimals)  # a printed 0.00 is not negative
         try:
             yield _figures(log.engine, found, log.printed, "")
-        except Exception:  # a corner outside a field's domain (e.g. 0.00 GiB - 0.005): not a log the engine prints
+        except InputError:  # a corner outside a field's domain: not a log the engine prints
             continue
 
 
@@ -193,9 +195,15 @@ COMPARED = (("kv_cache_tokens", "KV tokens"), ("num_gpu_blocks", "blocks"), ("ma
 def rounding_windows(log: EngineLog, rows_of) -> dict:
     """(row index, figure) -> (lowest, highest) kvcalc figure over the logs the printed GiB figures allow
     (rounding_corners); ``rows_of(EngineLog)`` sizes one such log into result rows."""
+    from kvcalc.out.errors import InputError
+
     windows: dict = {}
     for corner in rounding_corners(log):
-        for i, row in enumerate(rows_of(corner)):
+        try:
+            rows = rows_of(corner)
+        except InputError:  # the engine refuses this corner (e.g. weights above the budget): no figure there
+            continue
+        for i, row in enumerate(rows):
             for key, _ in COMPARED:
                 if row.get(key) is not None:
                     lo, hi = windows.get((i, key), (row[key], row[key]))
