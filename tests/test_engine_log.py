@@ -81,6 +81,16 @@ def test_a_log_it_cannot_read_names_the_line_it_needed(tmp_path, text, words):
     assert_bad_input(run_cli("capacity", "-m", "qwen3-14b", "--engine-log", str(path)), str(path), *words)
 
 
+def test_a_huge_figure_in_a_log_is_refused(tmp_path):
+    # a 400-digit GiB figure parses to inf: one line naming the file and the figure, exit 2 (was an internal error)
+    path = tmp_path / "huge.log"
+    path.write_text("Available KV cache memory: " + "9" * 400 + ".5 GiB\nGPU KV cache size: 1 tokens\n")
+    assert_bad_input(run_cli("capacity", "-m", "llama-3-8b", "--engine-log", str(path)), str(path),
+                     "kv_memory GiB is not a plausible figure")
+    path.write_text("Available KV cache memory: 6.51 GiB\nGPU KV cache size: " + "9" * 30 + " tokens\n")
+    assert_bad_input(run_cli("capacity", "-m", "qwen3-14b", "--engine-log", str(path)), "kv_cache_tokens")
+
+
 def test_hostile_log_files(tmp_path):
     latin = tmp_path / "latin1.log"
     latin.write_bytes("Available KV cache memory: 6.51 GiB \xe9".encode("latin-1"))

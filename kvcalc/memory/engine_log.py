@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from kvcalc.out import units
 
 MAX_LOG_BYTES = 64 * 2**20
+MAX_LOG_GIB = 1e6     # a memory figure of a start-up log [GiB]: 1,000,000 GiB is far past any one GPU
+MAX_LOG_COUNT = 1e15  # a count or ratio of a start-up log (tokens, blocks, concurrency)
 _NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
 VLLM_PATTERNS = {
     "total_memory_gib": rf"total_gpu_memory[ =(]+{_NUM} ?GiB",
@@ -62,7 +64,8 @@ class EngineLog:
 
     engine: str
     figures: dict = field(default_factory=dict)   # the log's numbers, by name (GiB values already in bytes)
-    printed: dict = field(default_factory=dict)   # the GiB figures as printed: name -> (value, decimals shown)
+    found: dict = field(default_factory=dict)     # the numbers as printed, by pattern name (GiB values in GiB)
+    decimals: dict = field(default_factory=dict)  # the GiB figures' decimals shown, by pattern name
 
 
 def _number(text: str) -> float:
@@ -91,22 +94,26 @@ def read_engine_log(text: str, where: str) -> EngineLog:
     if engine is None:
         raise InputError(f"{where}: not a vLLM or SGLang start-up log: needs {NEEDED['vllm'][1]} (vLLM) or "
                          f"{NEEDED['sglang'][1]} (SGLang)")
-    found, printed = {}, {}
+    found, decimals = {}, {}
     for name, pattern in (SGLANG_PATTERNS if engine == "sglang" else VLLM_PATTERNS).items():
         hits = re.findall(pattern, text)
         if hits:
             found[name] = _number(hits[-1])  # the last start-up in the file
             if name.endswith("_gib"):
-                printed[name] = (found[name], len(hits[-1].partition(".")[2]))
-    return _figures(engine, found, printed, where)
+                decimals[name] = len(hits[-1].partition(".")[2])
+    return _figures(engine, found, decimals, where)
 
 
-def _figures(engine: str, found: dict, printed: dict, where: str) -> EngineLog:
+def _figures(engine: str, found: dict, decimals: dict, where: str) -> EngineLog:
     """The EngineLog of the numbers found (GiB ones as printed), checked."""
     from kvcalc.out.errors import InputError
 
     figures = {}
     for name, value in found.items():
+        limit = MAX_LOG_GIB if name.endswith("_gib") else MAX_LOG_COUNT
+        if not value <= limit:  # inf from a 400-digit figure too
+            shown = name[:-4] + " GiB" if name.endswith("_gib") else name
+            raise InputError(f"{where}: the log's {shown} is not a plausible figure (at most {limit:,.0f})")
         if name.endswith("_gib"):
             figures[name[:-4] + "_bytes"] = units.gib_to_bytes(value)
         elif name in ("kv_cache_tokens", "max_model_len", "num_gpu_blocks", "max_total_num_tokens"):
@@ -124,7 +131,7 @@ def _figures(engine: str, found: dict, printed: dict, where: str) -> EngineLog:
             raise InputError(f"{where}: {key} {figures[key]:g} is not in (0, 1]")
     if figures.get("max_model_len", 1) <= 0:
         raise InputError(f"{where}: 'Maximum concurrency for 0 tokens': max_model_len must be positive")
-    return EngineLog(engine, figures, printed)
+    return EngineLog(engine, figures, found, decimals)
 
 
 def rounding_corners(log: EngineLog, limit: int = 5):
@@ -135,27 +142,15 @@ def rounding_corners(log: EngineLog, limit: int = 5):
 
     from kvcalc.out.errors import InputError
 
-    names = sorted(log.printed)[:limit]
+    names = sorted(log.decimals)[:limit]
     for signs in itertools.product((-1, 1), repeat=len(names)):
-        found = _unconverted(log)
-        for name, sign in zip(names, signs):
-            value, decimals = log.printed[name]
-            found[name] = max(0.0, value + sign * 0.5 * 10.0 ** -decimals)  # a printed 0.00 is not negative
+        found = dict(log.found)
+        for name, sign in zip(names, signs):  # a printed 0.00 is not negative
+            found[name] = max(0.0, found[name] + sign * 0.5 * 10.0 ** -log.decimals[name])
         try:
-            yield _figures(log.engine, found, log.printed, "")
+            yield _figures(log.engine, found, log.decimals, "")
         except InputError:  # a corner outside a field's domain: not a log the engine prints
             continue
-
-
-def _unconverted(log: EngineLog) -> dict:
-    """The log's numbers in the units it prints them (GiB figures as printed), as read_engine_log found them."""
-    found = {name: value for name, (value, _) in log.printed.items()}
-    for name, value in log.figures.items():
-        if not name.endswith("_bytes"):
-            found[name] = value
-    if log.engine == "sglang" and "kv_cache_tokens" in found:
-        found["max_total_num_tokens"] = found["kv_cache_tokens"]
-    return found
 
 
 def log_inputs(log: EngineLog) -> dict:
