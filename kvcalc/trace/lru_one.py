@@ -39,7 +39,8 @@ from itertools import chain
 import numpy as np
 
 from kvcalc.trace.engine import FixedAnswers
-from kvcalc.trace.lean import TABLE_BYTES_PER_BLOCK, WIDE_TABLE_BYTES
+from kvcalc.trace import lean
+from kvcalc.trace.lru_curve import _keep_chunk_arrays_on_the_heap
 from kvcalc.trace.result import capacity_blocks_for, replay_result
 from kvcalc.trace.seen_sample import KEY_PRIME, SeenSample
 
@@ -49,8 +50,9 @@ _INF = np.iinfo(np.int64).max
 
 
 def group_by_id(ids: np.ndarray) -> np.ndarray:
-    """The permutation that sorts ``ids`` by id, equal ids in access order (a stable argsort's), via one sort of
-    ``hash(id) << b | index`` keys (``b`` bits for the index); an equal hash of two ids falls back to argsort."""
+    """A permutation that groups equal ``ids`` together, each group in access order (the groups in hash order, not
+    by value), via one sort of ``hash(id) << b | index`` keys (``b`` bits for the index); an equal hash of two
+    unequal ids falls back to a stable argsort."""
     n = len(ids)
     bits = max(n - 1, 1).bit_length()
     mask = np.uint64((1 << bits) - 1)
@@ -133,18 +135,26 @@ def _scan(nxt, start, end, s, steps):
 
 
 class SeenIds:
-    """Exact set of int64 ids: a sorted array plus a sorted side array merged in once it passes a quarter of it
-    (8 B per id; merges cost O(1) per id amortised: a stable sort of two sorted runs is one linear merge)."""
+    """Exact set of int64 ids: a bit per id while every id is in ``0 .. 8 x max(2^20, 4 x count)`` (the lean
+    replay's bit-table bound: at most 4 B per id, about an eighth of a byte for dense ids), else a sorted array
+    plus a sorted side array merged in once it passes a quarter of it (8 B per id; a stable sort of two sorted
+    runs is one linear merge, so merges cost O(1) per id amortised)."""
 
     def __init__(self) -> None:
-        self.main = np.zeros(0, np.int64)
-        self.side = np.zeros(0, np.int64)
+        self.bits: np.ndarray | None = np.zeros(0, np.uint8)  # bit h & 7 of bits[h >> 3]: id h seen
+        self.main = self.side = np.zeros(0, np.int64)
+        self.count = 0
 
     def __len__(self) -> int:
-        return len(self.main) + len(self.side)
+        return self.count
 
     def contains(self, ids: np.ndarray) -> np.ndarray:
         found = np.zeros(len(ids), bool)
+        if self.bits is not None:
+            inside = np.flatnonzero((ids >= 0) & (ids < 8 * len(self.bits)))
+            h = ids[inside]
+            found[inside] = (self.bits[h >> 3] >> (h & 7).astype(np.uint8)) & 1
+            return found
         for arr in (self.main, self.side):
             if len(arr):
                 loc = np.searchsorted(arr, ids)
@@ -153,6 +163,22 @@ class SeenIds:
 
     def add(self, new: np.ndarray) -> None:
         """Add ids not yet in the set (distinct)."""
+        if not len(new):
+            return
+        self.count += len(new)
+        if self.bits is not None:
+            allowed = max(lean.WIDE_TABLE_BYTES, lean.TABLE_BYTES_PER_BLOCK * (self.count + 1))
+            low, high = int(new.min()), int(new.max())
+            if low >= 0 and high < 8 * allowed:
+                size = len(self.bits)
+                if (high >> 3) >= size:
+                    grown = np.zeros(min(allowed, max((high >> 3) + 1, size + (size >> 2), 1 << 16)), np.uint8)
+                    grown[:size] = self.bits
+                    self.bits = grown
+                np.bitwise_or.at(self.bits, new >> 3, (1 << (new & 7)).astype(np.uint8))
+                return
+            self.main = np.flatnonzero(np.unpackbits(self.bits, bitorder="little")).astype(np.int64)
+            self.bits = None
         side = np.concatenate((self.side, np.sort(new)))
         side.sort(kind="stable")
         if len(side) > max(len(self.main) >> 2, 1 << 12):
@@ -163,6 +189,8 @@ class SeenIds:
             self.side = side
 
     def tolist(self) -> list[int]:
+        if self.bits is not None:
+            return np.flatnonzero(np.unpackbits(self.bits, bitorder="little")).tolist()
         return self.main.tolist() + self.side.tolist()
 
 
@@ -182,6 +210,7 @@ class OneLruEngine:
         self.exact_stats = exact_stats
         self.chunk_accesses = max(1, int(chunk_accesses))
         self._max_sampled = max_sampled_ids
+        _keep_chunk_arrays_on_the_heap()
         self._ids = np.zeros(0, np.int64)  # the cached blocks' ids, in LRU order (slot 0: least recent)
         self.seen: SeenIds | None = SeenIds()
         self.sample: SeenSample | None = None
@@ -293,7 +322,7 @@ class OneLruEngine:
             new_pos = np.sort(first_pos[~in_seen])
             new_ids = ids[new_pos]
             rank = len(self.seen) + np.arange(len(new_ids))
-            bound = 8 * np.maximum(WIDE_TABLE_BYTES, TABLE_BYTES_PER_BLOCK * (rank + 1))
+            bound = 8 * np.maximum(lean.WIDE_TABLE_BYTES, lean.TABLE_BYTES_PER_BLOCK * (rank + 1))
             sparse = np.flatnonzero((new_ids < 0) | (new_ids >= bound))
             if len(sparse):
                 r = int(req[new_pos[sparse[0]]])
