@@ -172,8 +172,8 @@ def test_dispatch_rule(tmp_path: Path) -> None:
         assert not one_lru_in_numpy(big, [None], "lru", 4) and not one_lru_in_numpy(big, [12, 16], "lru", 4)
         assert not one_lru_in_numpy(big, [12], "fifo", 4)
         assert not one_lru_in_numpy(tmp_path / "missing.jsonl", [12], "lru", 4)
-    # the shipped rule: 32 MB and 2^18 blocks (128M tokens at 512-token blocks)
-    assert (analysis.NUMPY_ONE_LRU_BYTES, analysis.MIN_NUMPY_CAPACITY_BLOCKS) == (32 << 20, 1 << 18)
+    # the shipped rule: 32 MiB and 250,000 blocks (128m tokens at 512-token blocks)
+    assert (analysis.NUMPY_ONE_LRU_BYTES, analysis.MIN_NUMPY_CAPACITY_BLOCKS) == (32 << 20, 250_000)
 
 
 def _numpy_path(monkeypatch) -> None:

@@ -3,7 +3,9 @@
 Several LRU capacities, the curve and per-request depths are read off the stack-depth profile of
 :mod:`kvcalc.trace.lru_curve` (numpy; every capacity in one pass). One LRU capacity (or none, or only the
 infinite one) and FIFO, which has no inclusion property, are replayed directly by :mod:`kvcalc.trace.lean`
-(pure Python, memory for the cache and the blocks seen only). Both give identical results.
+(pure Python, memory for the cache and the blocks seen only), or, for one LRU capacity of a large trace and a
+large cache (:func:`one_lru_in_numpy`), by :mod:`kvcalc.trace.lru_one` (numpy chunks carrying only the cache).
+All give identical results.
 
 This module computes; it never prints.
 """
@@ -91,7 +93,7 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
 
 
 NUMPY_ONE_LRU_BYTES = 32 << 20  # a trace file of at least this size [B] ...
-MIN_NUMPY_CAPACITY_BLOCKS = 1 << 18  # ... and a capacity of at least this many blocks: one LRU capacity in numpy
+MIN_NUMPY_CAPACITY_BLOCKS = 250_000  # ... and a capacity of at least this many blocks (128m tokens at 512): numpy
 
 
 def one_lru_in_numpy(path: str | Path, capacities_tokens: Sequence[int | None], policy: str,
@@ -105,7 +107,7 @@ def one_lru_in_numpy(path: str | Path, capacities_tokens: Sequence[int | None], 
     chunks about 10 MB more; the numpy engine's ~340 ns less per block access repay the time from about 600,000
     accesses (random 64-bit ids take ~21 B of JSON each, dense ids ~7 B: 32 MB is 1.5 to 4.5 M accesses). Its
     memory beats the lean replay's only once the cache is large (the OrderedDict costs ~100-300 B per cached
-    block, the numpy state ~50 B): at 2^18 blocks it takes 0.6x the lean replay's peak memory, while at a small
+    block, the numpy state ~50 B): at 250,000 blocks it takes 0.6x the lean replay's peak memory, while at a small
     cache (3m tokens, 5,859 blocks) it takes 2x, which would break the issue's bound of 2x the OrderedDict
     reference's memory."""
     finite = {c for c in capacities_tokens if c is not None}

@@ -1,10 +1,11 @@
 """One LRU capacity, exact, in numpy chunks, with memory for the cache (and the blocks seen) only.
 
 For one capacity of ``C`` blocks only the top ``C`` of the LRU stack can hit, so the state carried from chunk
-to chunk is the ``K = min(C, distinct)`` most recent distinct blocks (their ids, sorted, and their LRU slots
-``0..K-1``): a deeper block is a miss at ``C`` until it is used again, and is then treated as never seen.
-Within a chunk of ``n`` accesses, slot ``K + j`` is access ``j``. For each access: ``q``, the slot of its
-block's last use before its request (-1: not in the state nor earlier in the chunk). A request's hit run at
+to chunk is the ``K = min(C, distinct)`` most recent distinct blocks (their ids in LRU order: slots ``0..K-1``, ``K-1`` the
+most recent): a deeper block is a miss at ``C`` until it is used again, and is then treated as never seen.
+Within a chunk of ``n`` accesses, slot ``K + j`` is access ``j``. The slots are grouped by id, which gives each
+slot's next use; for each access, ``q`` is the slot of its block's last use before its request (none: not in
+the state nor earlier in the chunk). A request's hit run at
 ``C`` is its leading accesses whose block is among the ``C`` most recent distinct blocks at the request's
 start ``s``: ``live(q, s) <= C``, where ``live(q, s)`` = the slots ``p`` in ``[q, s)`` whose next use is at or
 after ``s`` (the distinct blocks used since ``q``; :mod:`kvcalc.trace.lru_curve` derives the same depth).
@@ -14,20 +15,22 @@ axis cut into ``b``-slot bins (:func:`live_counts`: for bins ``k`` and ``m``, th
 after bin ``m``, summed over ``k``) decide, and the few tests within ``3b`` of ``C`` count exactly over the
 partial bins. After the chunk the state becomes the ``C`` most recent live slots.
 
-Grouping a chunk's accesses by id is one ``np.sort`` of 64-bit keys (a multiplicative hash of the id in the
+Grouping the slots by id is one ``np.sort`` of 64-bit keys (a multiplicative hash of the id in the
 high bits, the access index in the low bits; equal hashes of unequal ids are detected and the chunk falls back
 to a stable ``argsort``), about a third of a stable argsort's time.
 
 The infinite cache (the blocks seen before a request: the trace's distinct blocks and maximum hit rate) is
-kept as :class:`kvcalc.trace.lean.LeanEngine` keeps it, with figures identical to its own: exact ids seen (a
-sorted int64 array, 8 B per distinct block, plus a small sorted side array merged into it as it grows) until,
-unless ``exact_stats``, the lean replay would move to its bounded sample
+kept as :class:`kvcalc.trace.lean.LeanEngine` keeps it, with figures identical to its own: the exact ids seen
+(:class:`SeenIds`: a bit per id while the ids fit the lean replay's bit-table bound, else a sorted int64 array)
+until, unless ``exact_stats``, the lean replay would move to its bounded sample
 (:class:`~kvcalc.trace.seen_sample.SeenSample`): after the batch in which an id is negative or at least
 ``8 x max(2^20, 4 x (distinct ids before it + 1))``; from the next batch on the same sample is fed the same
 sampled ids (picked in numpy, added in Python per request that has one).
 
-Memory: the state (16 B per cached block), one chunk (at least :data:`CHUNK_ACCESSES` accesses, and ``K / 4``:
-about 100 B per access), the ids seen (8 B per distinct block, or the bounded sample). This module computes; it
+Memory: the state (8 B per cached block), one chunk (at least :data:`CHUNK_ACCESSES` accesses, and ``K / 4``:
+about 100 B per access, so ~25 B per cached block once the cache is large), the ids seen (a bit per id up to
+8 B per distinct block, or the bounded sample), and numpy itself (~16 MB). :func:`kvcalc.trace.analysis.
+one_lru_in_numpy` says when this engine answers instead of the lean replay. This module computes; it
 never prints.
 """
 
