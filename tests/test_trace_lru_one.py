@@ -97,6 +97,17 @@ def test_a_trace_by_hand() -> None:
     assert _answers(OneLruEngine([3], 1), [records]).at(3).hit_blocks == 2
 
 
+def test_token_sums_exact_beyond_int64() -> None:
+    # 2^50-token blocks, 4,096 blocks a request: 2^62 tokens each, 3 requests sum to 3 x 2^62 > 2^63 - 1;
+    # the second and third requests hit all 4,096 blocks at 4,096 blocks of capacity: 2 x 2^62 tokens reused
+    b = 2**50
+    records = [Record(0.0, 2**62, 1, list(range(4096))) for _ in range(3)]
+    got = _answers(OneLruEngine([4096 * b], b, chunk_accesses=4096), [records[:1], records[1:]])
+    expected = _answers(LeanEngine([4096 * b], b), [records])
+    assert got.at(4096 * b) == expected.at(4096 * b) and got.at(None) == expected.at(None)
+    assert (got.at(4096 * b).input_tokens, got.at(4096 * b).reused_tokens) == (3 * 2**62, 2 * 2**62)
+
+
 def test_refuses_anything_but_one_finite_capacity() -> None:
     for capacities in ([], [None], [4, 8]):
         with pytest.raises(ValueError, match="exactly one finite capacity"):

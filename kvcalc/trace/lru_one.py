@@ -137,6 +137,12 @@ def _scan(nxt, start, end, s, steps):
     return np.count_nonzero(inside & (nxt[np.minimum(p, len(nxt) - 1)] >= s[:, None]), axis=1)
 
 
+def _reused(hits: np.ndarray, inputs: list[int], block_tokens: int) -> int:
+    """Reused tokens of requests with these hit runs [blocks] and input lengths [tokens]: the sum of
+    ``min(hits x B, input)``, in Python integers (exact for any lengths and block size)."""
+    return sum(map(min, map(block_tokens.__mul__, hits.tolist()), inputs))
+
+
 class SeenIds:
     """Exact set of int64 ids: a bit per id while every id is in ``0 .. 8 x max(2^20, 4 x count)`` (the lean
     replay's bit-table bound: at most 4 B per id, about an eighth of a byte for dense ids), else a sorted array
@@ -235,7 +241,7 @@ class OneLruEngine:
         self._batch_ends.append(len(self._counts))
         self._buffered += n
         self.requests += len(records)
-        if self._buffered >= max(self.chunk_accesses, len(self._ids) >> 2):
+        if max(self._buffered, len(self._counts)) >= max(self.chunk_accesses, len(self._ids) >> 2):
             self._flush()
 
     def _flush(self) -> None:
@@ -243,7 +249,7 @@ class OneLruEngine:
             return
         ids = np.concatenate(self._parts) if len(self._parts) > 1 else self._parts[0]
         counts = np.array(self._counts, np.int64)
-        inputs = np.array(self._inputs, np.int64)
+        inputs = self._inputs  # Python integers: the token sums stay exact whatever the lengths
         ends = self._batch_ends
         self._parts, self._counts, self._inputs, self._batch_ends, self._buffered = [], [], [], [], 0
         starts = np.cumsum(counts) - counts
@@ -253,9 +259,9 @@ class OneLruEngine:
         b = self.block_tokens
         c = self.counts
         c[0] += int(hits.sum())
-        c[1] += int(np.minimum(hits * b, inputs).sum())
+        c[1] += _reused(hits, inputs, b)
         c[4] += len(ids)
-        c[5] += int(inputs.sum())
+        c[5] += sum(inputs)
         split = 0  # requests answered from the exact ids seen
         if self.seen is not None:
             split = self._exact_chunk(ids, order[order >= k] - k, req, starts, inputs, ends)
@@ -341,7 +347,7 @@ class OneLruEngine:
         so_far -= (so_far - not_seen)[starts[req[:cut]]]
         inf = np.bincount(req[:cut], weights=so_far == 0, minlength=split).astype(np.int64)
         self.counts[2] += int(inf.sum())
-        self.counts[3] += int(np.minimum(inf * self.block_tokens, inputs[:split]).sum())
+        self.counts[3] += _reused(inf, inputs[:split], self.block_tokens)
         self.seen.add(fids[~in_seen & (first_req < split)])
         if switch:
             self.sample = SeenSample(self.seen.tolist(), self._max_sampled)
@@ -352,9 +358,9 @@ class OneLruEngine:
         """Requests ``first_req..`` through the sample, as the lean replay picks and adds their ids."""
         b = self.block_tokens
         sample = self.sample
-        h, x = hits[first_req:], inputs[first_req:]
+        h = hits[first_req:]
         self.counts[2] += int(h.sum())
-        self.counts[3] += int(np.minimum(h * b, x).sum())
+        self.counts[3] += _reused(h, inputs[first_req:], b)
         lo = int(starts[first_req])
         keys = ids[lo:] % KEY_PRIME
         cand = np.flatnonzero(keys < sample.threshold) + lo  # sampled ids, then those after the LRU's hit run
@@ -366,12 +372,12 @@ class OneLruEngine:
         last_key = (ids[starts + counts - 1] % KEY_PRIME).tolist()
         c_ids, c_keys = ids[cand].tolist(), keys[cand - lo].tolist()
         bounds = [0, *cut.tolist(), len(cand)]
-        inputs_l, counts_l = inputs.tolist(), counts.tolist()
+        counts_l = counts.tolist()
         for r, i, j in zip(creq[[0, *cut.tolist()]].tolist(), bounds, bounds[1:]):
             t = sample.threshold
             picked = [c_ids[m] for m in range(i, j) if c_keys[m] < t]
             if picked:
-                sample.add_picked(picked, last_key[r] < t, inputs_l[r], counts_l[r], b)
+                sample.add_picked(picked, last_key[r] < t, inputs[r], counts_l[r], b)
 
     def finish(self, skipped_lines: int = 0) -> FixedAnswers:
         self._flush()
