@@ -1,8 +1,8 @@
 """One LRU capacity, exact, in numpy chunks, with memory for the cache (and the blocks seen) only.
 
 For one capacity of ``C`` blocks only the top ``C`` of the LRU stack can hit, so the state carried from chunk
-to chunk is the ``K = min(C, distinct)`` most recent distinct blocks (their ids in LRU order: slots ``0..K-1``, ``K-1`` the
-most recent): a deeper block is a miss at ``C`` until it is used again, and is then treated as never seen.
+to chunk is the ``K = min(C, distinct)`` most recent distinct blocks (their ids in LRU order: slots
+``0..K-1``, ``K-1`` the most recent): a deeper block is a miss at ``C`` until it is used again, and is then treated as never seen.
 Within a chunk of ``n`` accesses, slot ``K + j`` is access ``j``. The slots are grouped by id, which gives each
 slot's next use; for each access, ``q`` is the slot of its block's last use before its request (none: not in
 the state nor earlier in the chunk). A request's hit run at
