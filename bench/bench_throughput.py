@@ -2,7 +2,7 @@
 
 Run by hand (not by pytest), from anywhere:
 
-    python bench/bench_throughput.py [--trace PATH] [--conversation PATH] [--copies 60] [--runs 3] [--capacity 3m]
+    python bench/bench_throughput.py [--trace PATH] [--conversation PATH] [--copies 60] [--runs 3] [--capacity 3m,128m]
 
 Traces: the Mooncake conversation trace (``../shared-extra/mooncake_conversation_trace.jsonl`` beside the
 repository; kvcache-ai/Mooncake ``FAST25-release/traces/conversation_trace.jsonl``, Apache-2.0), skipped when
@@ -10,15 +10,19 @@ absent; and the Mooncake synthetic trace (``../shared/traces/``) copied ``--copi
 replaced by random signed 64-bit integers (60 copies: 239,580 requests, 7,312,620 accesses; built as
 ``bench_trace.py --random-ids`` builds it). Nothing to measure (exit 0) when the synthetic trace is absent.
 
-Per trace, in one run, medians of ``--runs`` paired rounds:
+Per trace and capacity (``--capacity 3m,128m``: each one), in one run, medians of ``--runs`` paired rounds:
 
-- whole processes (as a user runs them): ``kvcalc trace FILE --capacity C --format json`` against the 40-line
-  OrderedDict reference of ``bench_trace.py`` (``json.loads`` per line), CPU time (user + system) and peak RSS;
-  accesses per CPU-second, the time and memory ratios (issue 22: <= 1.0x and <= 2x), results checked equal;
+- whole processes (as a user runs them): ``kvcalc trace FILE --capacity C --format json`` as dispatched, and
+  with each one-capacity engine forced (``lean``: the pure-Python replay; ``numpy``:
+  :class:`kvcalc.trace.lru_one.OneLruEngine`; by a wrapper that sets the dispatch rule's constants of
+  :mod:`kvcalc.trace.analysis`), against the 40-line OrderedDict reference of ``bench_trace.py`` (``json.loads``
+  per line), CPU time (user + system) and peak RSS; accesses per CPU-second, the time and memory ratios
+  (issue 22: <= 1.0x and <= 2x), results checked equal (the JSON of the three kvcalc runs byte for byte);
 - in this process, the stages of the same pass, each run alone from the file (CPU time; a stage's cost is
   its run minus the run before it): cutting 64 KiB pieces of whole lines; decoding them with msgspec; the
   reader's checks (ids per request, blank lines, signs); the statistics; the replay (one LRU cache and the
-  blocks seen). Each stage's ns per access and the M accesses/s it alone would allow; the bare OrderedDict loop
+  blocks seen), lean and numpy (each after the statistics). Each stage's ns per access and the M accesses/s it
+  alone would allow; the bare OrderedDict loop
   (no hit runs, no statistics) over decoded ids, to show what the cache's own operations cost;
 - libCacheSim's LRU (C, ``process_trace`` over a binary oracleGeneral file of the same accesses; conversion not
   timed) where ``libcachesim`` is installed (not a kvcalc dependency).
@@ -82,6 +86,13 @@ def stage_runs(path: Path, capacity_tokens: int) -> dict[str, float]:
     t0 = cpu()
     run_pass(read_trace(path, BLOCK_TOKENS), LeanEngine([capacity_tokens], BLOCK_TOKENS, "lru", False), BLOCK_TOKENS)
     out["replay"] = cpu() - t0
+    import numpy  # noqa: F401  (its import is not the engine's: paid by the whole-process runs)
+
+    from kvcalc.trace.lru_one import OneLruEngine
+
+    t0 = cpu()
+    run_pass(read_trace(path, BLOCK_TOKENS), OneLruEngine([capacity_tokens], BLOCK_TOKENS, False), BLOCK_TOKENS)
+    out["numpy replay"] = cpu() - t0
     return out
 
 
@@ -142,6 +153,16 @@ def libcachesim_rate(path: Path, capacity_tokens: int, runs: int, tmp: Path) -> 
     return n / statistics.median(times)
 
 
+# Runs kvcalc's CLI with the one-capacity dispatch forced (``{size}`` and ``{blocks}``: the rule's constants).
+FORCED = """\
+import sys
+import kvcalc.trace.analysis as analysis
+analysis.NUMPY_ONE_LRU_BYTES, analysis.MIN_NUMPY_CAPACITY_BLOCKS = {size}, {blocks}
+from kvcalc.cli.app import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def bench(label: str, path: Path, capacity: str, runs: int, tmp: Path) -> None:
     from bench_trace import REFERENCE, run
 
@@ -150,49 +171,62 @@ def bench(label: str, path: Path, capacity: str, runs: int, tmp: Path) -> None:
     tokens = parse_token_capacity(capacity, "--capacity")
     reference = tmp / "reference_replay.py"
     reference.write_text(REFERENCE)
-    whole = {"kvcalc": [], "reference": []}
-    peaks = {"kvcalc": [], "reference": []}
+    forced = {"lean": tmp / "kvcalc_lean.py", "numpy": tmp / "kvcalc_numpy.py"}
+    forced["lean"].write_text(FORCED.format(size="float('inf')", blocks="float('inf')"))
+    forced["numpy"].write_text(FORCED.format(size=0, blocks=0))
+    args = ["trace", str(path), "--capacity", capacity, "--format", "json"]
+    names = ["kvcalc", "kvcalc lean", "kvcalc numpy", "reference"]
+    whole: dict[str, list[float]] = {k: [] for k in names}
+    peaks: dict[str, list[float]] = {k: [] for k in names}
+    texts: dict[str, str] = {}
     stages: list[dict[str, float]] = []
     bare = []
     for _ in range(runs):
-        _, kv_cpu, kv_peak, kv_text = run("module", "kvcalc", ["trace", str(path), "--capacity", capacity,
-                                                               "--format", "json"])
-        _, ref_cpu, ref_peak, ref_text = run("path", str(reference), [str(path), str(tokens)])
-        whole["kvcalc"].append(kv_cpu)
-        whole["reference"].append(ref_cpu)
-        peaks["kvcalc"].append(kv_peak)
-        peaks["reference"].append(ref_peak)
+        for name in names:
+            if name == "kvcalc":
+                _, used, peak, texts[name] = run("module", "kvcalc", args)
+            elif name == "reference":
+                _, used, peak, texts[name] = run("path", str(reference), [str(path), str(tokens)])
+            else:
+                _, used, peak, texts[name] = run("path", str(forced[name.split()[1]]), args)
+            whole[name].append(used)
+            peaks[name].append(peak)
         stages.append(stage_runs(path, tokens))
         bare.append(bare_lru(path, tokens))
-    envelope = json.loads(kv_text)
+    envelope = json.loads(texts["kvcalc"])
     result = envelope["results"][0]
     accesses = envelope["tables"]["trace"][0]["total_blocks"]
-    same = (result["reused_tokens"], result["input_tokens"]) == tuple(map(int, ref_text.split()))
+    same = (result["reused_tokens"], result["input_tokens"]) == tuple(map(int, texts["reference"].split()))
+    alike = texts["kvcalc"] == texts["kvcalc lean"] == texts["kvcalc numpy"]
     med = {k: statistics.median(v) for k, v in whole.items()}
     print(f"\n== {label}: {path.name}: {envelope['tables']['trace'][0]['requests']:,} requests, {accesses:,} block "
           f"accesses; one LRU capacity {capacity} ({tokens // BLOCK_TOKENS:,} blocks); medians of {runs}")
-    print("  whole process       cpu s   M accesses/cpu-s   peak RSS MB")
-    for name in whole:
+    print("  whole process       cpu s   M accesses/cpu-s   peak RSS MB   / reference: cpu   memory")
+    for name in names:
+        time_ratio = statistics.median(a / b for a, b in zip(whole[name], whole["reference"]))
+        mem_ratio = statistics.median(a / b for a, b in zip(peaks[name], peaks["reference"]))
         print(f"  {name:16s} {med[name]:8.3f} {accesses / med[name] / 1e6:12.2f} "
-              f"{statistics.median(peaks[name]) / 1e6:16.1f}")
-    time_ratio = statistics.median(a / b for a, b in zip(whole["kvcalc"], whole["reference"]))
-    mem_ratio = statistics.median(a / b for a, b in zip(peaks["kvcalc"], peaks["reference"]))
-    print(f"  kvcalc / reference: cpu {time_ratio:.2f}x (target <= 1.0x), peak memory {mem_ratio:.2f}x (target "
-          f"<= 2x); results identical: {'yes' if same else 'NO'} ({100 * result['token_hit_rate']:.2f}% token hit)")
+              f"{statistics.median(peaks[name]) / 1e6:16.1f} {time_ratio:14.2f}x {mem_ratio:7.2f}x")
+    print(f"  issue 22: cpu <= 1.0x and memory <= 2x the reference; results identical to the reference: "
+          f"{'yes' if same else 'NO'} ({100 * result['token_hit_rate']:.2f}% token hit); the three kvcalc JSON "
+          f"outputs byte for byte: {'yes' if alike else 'NO'}")
     print(f"  target >= 5 M accesses/s: kvcalc end to end {accesses / med['kvcalc'] / 1e6:.2f} M/s per cpu-second")
-    print("  stage (in process, each run alone)   ns/access   M/s alone   share")
-    order = ["cut", "decode", "checks", "statistics", "replay"]
-    names = {"cut": "read + cut whole lines", "decode": "msgspec decode", "checks": "reader checks",
-             "statistics": "statistics", "replay": "replay (LRU + seen blocks)"}
+    print("  stage (in process, each run alone)   ns/access   M/s alone   share of the lean pass")
+    order = ["cut", "decode", "checks", "statistics", "replay", "numpy replay"]
+    labels = {"cut": "read + cut whole lines", "decode": "msgspec decode", "checks": "reader checks",
+              "statistics": "statistics", "replay": "replay, lean (LRU + seen blocks)",
+              "numpy replay": "replay, numpy (instead of lean)"}
     cumulative = {k: statistics.median(s[k] for s in stages) for k in order}
     before = 0.0
     total = cumulative["replay"]
     for k in order:
-        cost = max(cumulative[k] - before, 0.0)
+        cost = max(cumulative[k] - (cumulative["statistics"] if k == "numpy replay" else before), 0.0)
         before = cumulative[k]
         rate = accesses / cost / 1e6 if cost else float("inf")
-        print(f"  {names[k]:36s} {1e9 * cost / accesses:9.0f} {rate:11.2f} {100 * cost / total:6.1f}%")
-    print(f"  {'end to end in process':36s} {1e9 * total / accesses:9.0f} {accesses / total / 1e6:11.2f}")
+        print(f"  {labels[k]:36s} {1e9 * cost / accesses:9.0f} {rate:11.2f} {100 * cost / total:6.1f}%")
+    for name, key in (("lean", "replay"), ("numpy", "numpy replay")):
+        print(f"  {'end to end in process, ' + name:36s} {1e9 * cumulative[key] / accesses:9.0f} "
+              f"{accesses / cumulative[key] / 1e6:11.2f}")
     b = statistics.median(bare)
     print(f"  {'bare OrderedDict loop (no runs)':36s} {1e9 * b / accesses:9.0f} {accesses / b / 1e6:11.2f}")
     rate = libcachesim_rate(path, tokens, runs, tmp)
@@ -209,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversation", type=Path, default=CONVERSATION, help="the Mooncake conversation trace")
     parser.add_argument("--copies", type=int, default=60, help="copies of the synthetic trace (random 64-bit ids)")
     parser.add_argument("--runs", type=int, default=3, help="paired rounds (medians over them)")
-    parser.add_argument("--capacity", default="3m", help="the one capacity [tokens], e.g. 3m")
+    parser.add_argument("--capacity", default="3m,128m", help="the one capacity [tokens] of each bench, e.g. 3m")
     args = parser.parse_args(argv)
     if not args.trace.is_file():
         print(f"trace not found: {args.trace}; nothing to benchmark")
@@ -219,13 +253,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")  # children: this kvcalc
     print(f"python {sys.version.split()[0]}; CPU time (user + system), medians of {args.runs} paired rounds")
     with tempfile.TemporaryDirectory() as tmp:
-        if args.conversation.is_file():
-            bench("conversation", args.conversation, args.capacity, args.runs, Path(tmp))
-        else:
-            print(f"\n(conversation trace not found: {args.conversation}; skipped)")
+        capacities = args.capacity.split(",")
+        for capacity in capacities:
+            if args.conversation.is_file():
+                bench("conversation", args.conversation, capacity, args.runs, Path(tmp))
+            else:
+                print(f"\n(conversation trace not found: {args.conversation}; skipped)")
         scaled = Path(tmp) / f"synthetic_x{args.copies}_random_ids.jsonl"
         build_scaled_trace(args.trace, args.copies, scaled, random_ids=True)
-        bench(f"{args.copies}x random 64-bit ids", scaled, args.capacity, args.runs, Path(tmp))
+        for capacity in capacities:
+            bench(f"{args.copies}x random 64-bit ids", scaled, capacity, args.runs, Path(tmp))
     return 0
 
 

@@ -3,7 +3,9 @@
 Several LRU capacities, the curve and per-request depths are read off the stack-depth profile of
 :mod:`kvcalc.trace.lru_curve` (numpy; every capacity in one pass). One LRU capacity (or none, or only the
 infinite one) and FIFO, which has no inclusion property, are replayed directly by :mod:`kvcalc.trace.lean`
-(pure Python, memory for the cache and the blocks seen only). Both give identical results.
+(pure Python, memory for the cache and the blocks seen only), or, for one LRU capacity of a large trace and a
+large cache (:func:`one_lru_in_numpy`), by :mod:`kvcalc.trace.lru_one` (numpy chunks carrying only the cache).
+All give identical results.
 
 This module computes; it never prints.
 """
@@ -71,7 +73,12 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
         return TraceAnalysis(stats=stats.finish(reader.skipped_lines, exact.at(None), exact.estimate),
                              results=tuple(profile.at(c) for c in capacities_tokens), profile=profile,
                              first_problem=reader.first_problem, trace_format=format_read(reader))
-    if engine is None and not keep_profile and sink is None and answers_lean(capacities_tokens, policy):
+    direct = engine is None and not keep_profile and sink is None  # no curve, no per-request depths
+    if direct and one_lru_in_numpy(path, capacities_tokens, policy, block_tokens):
+        from kvcalc.trace.lru_one import OneLruEngine
+
+        engine = OneLruEngine(capacities_tokens, block_tokens, exact_stats)
+    elif direct and answers_lean(capacities_tokens, policy):
         engine = LeanEngine(capacities_tokens, block_tokens, policy, exact_stats)
     elif engine is None:
         from kvcalc.trace.lru_curve import LruStackEngine
@@ -83,6 +90,34 @@ def analyze_trace(path: str | Path, capacities_tokens: Sequence[int | None],
                          results=tuple(answers.at(c) for c in capacities_tokens),
                          profile=answers if keep_profile else None, first_problem=reader.first_problem,
                          trace_format=format_read(reader))
+
+
+NUMPY_ONE_LRU_BYTES = 32 << 20  # a trace file of at least this size [B] ...
+MIN_NUMPY_CAPACITY_BLOCKS = 250_000  # ... and a capacity of at least this many blocks (128m tokens at 512): numpy
+
+
+def one_lru_in_numpy(path: str | Path, capacities_tokens: Sequence[int | None], policy: str,
+                     block_tokens: int = DEFAULT_BLOCK_TOKENS) -> bool:
+    """True when one LRU capacity (and the infinite one) is replayed by :class:`kvcalc.trace.lru_one.OneLruEngine`
+    rather than the lean replay (both give identical answers): exactly one distinct finite capacity of at least
+    :data:`MIN_NUMPY_CAPACITY_BLOCKS` blocks, and a trace file of at least :data:`NUMPY_ONE_LRU_BYTES` (its size
+    on disk, compressed or not).
+
+    Why (``bench/bench_throughput.py``): numpy's import costs about 0.2 s of CPU and 16 MB, and the engine's
+    chunks about 10 MB more; the numpy engine's ~340 ns less per block access repay the time from about 600,000
+    accesses (random 64-bit ids take ~21 B of JSON each, dense ids ~7 B: 32 MB is 1.5 to 4.5 M accesses). Its
+    memory beats the lean replay's only once the cache is large (the OrderedDict costs ~100-300 B per cached
+    block, the numpy state ~50 B): at 250,000 blocks it takes 0.6x the lean replay's peak memory, while at a small
+    cache (3m tokens, 5,859 blocks) it takes 2x, which would break the issue's bound of 2x the OrderedDict
+    reference's memory."""
+    finite = {c for c in capacities_tokens if c is not None}
+    if policy != "lru" or len(finite) != 1 or capacity_blocks_for(finite.pop(), block_tokens) < \
+            MIN_NUMPY_CAPACITY_BLOCKS:
+        return False
+    try:
+        return Path(path).stat().st_size >= NUMPY_ONE_LRU_BYTES
+    except OSError:  # the reader names the problem
+        return False
 
 
 def stats_of_requests(requests: Iterable[TraceRequest], block_tokens: int = DEFAULT_BLOCK_TOKENS,

@@ -10,7 +10,8 @@ in order). An engine consumes them and answers per capacity:
 
 Engines behind it: :class:`PolicyEngine` (one cache per capacity under any policy of
 :mod:`kvcalc.trace.policies`), :class:`kvcalc.trace.lean.LeanEngine` (one LRU capacity and the infinite cache,
-pure Python, the fast path), :class:`kvcalc.trace.lru_curve.LruStackEngine` (every LRU capacity at once; its
+pure Python), :class:`kvcalc.trace.lru_one.OneLruEngine` (the same answers in numpy chunks, for large traces and
+caches), :class:`kvcalc.trace.lru_curve.LruStackEngine` (every LRU capacity at once; its
 answers are an :class:`~kvcalc.trace.lru_curve.LruProfile`), :class:`kvcalc.trace.replicas.ReplicaEngine`
 (N replicas of one policy behind a router), and the tiered engines of :mod:`kvcalc.trace.tiers` and
 :mod:`kvcalc.trace.tier_curve` (LruStackEngine's feed; their answers come from ``finish_tiers`` /
