@@ -62,8 +62,9 @@ def trace(
                                            "first one", rich_help_panel=R)] = False,
     exact_stats: Annotated[bool, typer.Option(
         "--exact-stats", help="ids too sparse for a bit table (64-bit hashes): keep every id (~100 B each; 8 B "
-        "when one large LRU capacity runs in numpy, docs/traces.md) so that the distinct blocks and the infinite cache's hit rate are exact, instead of estimates from a bounded "
-        "hashed sample (the default, shown with standard errors)", rich_help_panel=R)] = False,
+        "when one large LRU capacity runs in numpy, docs/traces.md) so that the distinct blocks and the infinite "
+        "cache's hit rate are exact, instead of estimates from a bounded hashed sample (the default, shown with "
+        "standard errors)", rich_help_panel=R)] = False,
     model: Annotated[Optional[str], typer.Option(
         "--model", "-m", help="model preset or TOML path: converts byte capacities to tokens via its KV bytes per "
         "block, and shows the bytes each capacity holds", show_default=False, rich_help_panel="KV layout")] = None,
