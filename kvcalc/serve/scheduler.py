@@ -12,12 +12,11 @@ its whole prompt + output fit.
 
 Requests reach the engine through a serial front end (HTTP, tokenising the text prompt: a fixed cost per request
 + a cost per prompt token); ``max_concurrency`` is ``vllm bench serve``'s client-side cap (a request is sent when
-fewer than C are in flight). Steps are timed by :class:`kvcalc.serve.step_time.StepModel`. A run of pure decode
-steps (nothing to admit, nothing prefilling) is computed in one numpy call up to the next event (a request
-finishing, the pool running out, an arrival into an empty queue); the running set is an array and each step's
-bookkeeping (the decodes' next blocks, who finished, the gaps between tokens for the ITL) is a few numpy calls
-on it. A saturated run (a full pool, a request admitted or preempted almost every step) is still stepped one
-step at a time: 10^5 such requests take tens of seconds (bench/bench_serving.py).
+fewer than C are in flight). Steps are timed by :class:`kvcalc.serve.step_time.StepModel`. By default
+:func:`simulate` hands the run to serve/scheduler_fast.py, the same rules at O(1) work per step (10^5 requests
+in seconds: bench/bench_serving.py). This module's own loop (``fast=False``, and step models without decode
+forms) computes a run of pure decode steps in one numpy call up to the next event (a finish, the pool running
+out, an arrival into an empty queue); ``jump=False`` is the plain step-by-step loop both must equal.
 """
 
 from __future__ import annotations
@@ -173,27 +172,54 @@ class _State:
         self.released += 1
 
 
-def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) -> Run:
-    """Step the scheduler over every request of ``req`` on one replica timed by ``sm`` (a StepModel) -> Run.
-    ``jump=False`` takes every decode step one at a time (the plain loop the jumps must equal)."""
-    import numpy as np
+def leading_hits(keys, cache: set) -> int:
+    """How many of a prompt's leading block keys the prefix cache holds [blocks]."""
+    n = 0
+    for k in keys:
+        if k not in cache:
+            break
+        n += 1
+    return n
 
+
+def begin_run(pool: Pool, req: Requests, sch: Scheduling):
+    """(state, Run) of a run with its first requests sent (up to the client's cap); a pool that cannot hold the
+    run's largest request is refused (ValueError)."""
     st = _State(req, sch)
     run = Run(st.send, st.first, st.done, st.output, st.prompt)
     if st.n == 0:
-        return run
-    cap = sch.max_concurrency or st.n
-    for i in range(min(cap, st.n)):
+        return st, run
+    for i in range(min(sch.max_concurrency or st.n, st.n)):
         st.release(i, 0.0)
+    biggest = pool.need_one(int(st.prompt.max()) + (int(st.output.max()) if sch.reserve_output else 1))
+    if biggest > pool.num_blocks:
+        raise ValueError(f"the KV pool ({pool.num_blocks:,} blocks of {pool.block_size} tokens) cannot hold one "
+                         f"request of the run ({biggest:,} blocks)")
+    return st, run
+
+
+def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True, fast: bool = True) -> Run:
+    """Step the scheduler over every request of ``req`` on one replica timed by ``sm`` (a StepModel) -> Run.
+    By default every step costs O(1) (serve/scheduler_fast.py) where the step model has decode forms;
+    ``fast=False`` is this module's loop, with runs of decode steps in one numpy call (kept for
+    bench/bench_serving.py and the tests), ``jump=False`` takes every step one at a time (the plain loop both
+    must equal)."""
+    import numpy as np
+
+    if fast and jump:
+        from kvcalc.serve import scheduler_fast
+
+        forms = scheduler_fast.plan(sm, pool, req)
+        if forms is not None:
+            return scheduler_fast.simulate(sm, pool, req, sch, forms)
+    st, run = begin_run(pool, req, sch)
+    if st.n == 0:
+        return run
     cache: set = set(req.warm_keys or ())
     waiting: deque = deque()
     run_arr = np.zeros(0, dtype=np.int64)   # the running requests, in admission order
     ptr, finished, now, free = 0, 0, 0.0, pool.num_blocks
     budget_cap, seq_cap = sch.max_num_batched_tokens, sch.max_num_seqs
-    biggest = pool.need_one(int(st.prompt.max()) + (int(st.output.max()) if sch.reserve_output else 1))
-    if biggest > pool.num_blocks:
-        raise ValueError(f"the KV pool ({pool.num_blocks:,} blocks of {pool.block_size} tokens) cannot hold one "
-                         f"request of the run ({biggest:,} blocks)")
 
     handed = None if req.handed is None else np.asarray(req.handed, dtype=np.int64)
     gaps = _Gaps(st.n)
@@ -206,12 +232,7 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
             return max(0, min(int(handed[i]), int(st.target[i]) - 1))
         if not (sch.prefix_caching and req.keys is not None):
             return 0
-        n = 0
-        for k in req.keys[i]:
-            if k not in cache:
-                break
-            n += 1
-        return min(n * req.key_tokens, int(st.target[i]) - 1)
+        return min(leading_hits(req.keys[i], cache) * req.key_tokens, int(st.target[i]) - 1)
 
     tick = progress.counter(st.n)  # a bar on stderr counts the finished requests, if one is shown
 
