@@ -20,6 +20,7 @@ The figures equal scheduler.simulate's step-by-step loop to float rounding (test
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import deque
 
@@ -153,7 +154,7 @@ def simulate(sm, pool, req, sch, forms):
     handed = None if req.handed is None else np.asarray(req.handed, dtype=np.int64).tolist()
     caching = sch.prefix_caching and req.keys is not None
     reserve = sch.reserve_output
-    need_one = pool.need_one
+    need_one = functools.lru_cache(maxsize=None)(pool.need_one)  # the blocks of t tokens, once per t
     cache: set = set(req.warm_keys or ())
     waiting: deque = deque()
     running: dict = {}      # admission order
