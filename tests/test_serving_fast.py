@@ -154,3 +154,29 @@ def _same(fast, slow, s: BenchSpec) -> None:
     assert int(fast.gap_n.sum()) == int((fast.output[multi] - 1).sum())
     assert float((fast.gap_s * fast.gap_n).sum()) == pytest.approx(float((fast.done_s - fast.first_s)[multi].sum()),
                                                                    rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_the_fast_paths_equal_the_loop_with_hand_offs_warm_keys_and_tier_loads(data):
+    # what trace and plan callers pass beside the bench's requests: prompt tokens handed over with the KV
+    # (a PD hand-off), block keys already cached when the run starts, a per-request wait for a lower tier
+    n = data.draw(st.integers(1, 30), "n")
+    rng = np.random.default_rng(data.draw(st.integers(0, 99), "seed"))
+    prompt = rng.integers(1, 1200, n)
+    keys = [[int(k) for k in rng.integers(0, 6, -(-int(p) // 16))] for p in prompt]
+    req = Requests(np.sort(rng.uniform(0, 2, n)), prompt, rng.integers(1, 60, n), keys=keys,
+                   handed=rng.integers(0, 1200, n) if data.draw(st.booleans(), "handed") else None,
+                   warm_keys=frozenset(range(3)) if data.draw(st.booleans(), "warm") else None,
+                   load_s=rng.uniform(0, 0.05, n) if data.draw(st.booleans(), "loads") else None)
+    s = BenchSpec("qwen3-8b", catalog.load_model("qwen3-8b"), "h100-sxm", catalog.load_hardware("h100-sxm"), None,
+                  calibration_for("h100-sxm")[0], "h100-sxm", num_prompts=n)
+    sm = step_model(s.model, s.hw, s.link, s.cal, s.tp)
+    pool, sch = pool_and_limits(s)
+    pool = dataclasses.replace(pool, num_blocks=pool.need_one(1300) + data.draw(st.sampled_from([0, 50, 10**5])))
+    sch = dataclasses.replace(sch, prefix_caching=data.draw(st.booleans(), "caching"),
+                              max_num_seqs=data.draw(st.sampled_from([4, 256]), "seqs"),
+                              max_num_batched_tokens=data.draw(st.sampled_from([16, 512, 8192]), "budget"))
+    slow = simulate(sm, pool, req, sch, False)
+    for fast in (simulate(sm, pool, req, sch), simulate(sm, pool, req, sch, True, False)):
+        _same(fast, slow, s)

@@ -162,6 +162,7 @@ def simulate(sm, pool, req, sch, forms):
     irregular: dict = {}    # decodes the token budget left out of the last step: when their last token came [s]
     dec = DecodeSet(n, forms, block_terms(pool))
     ptr, finished, now, free = 0, 0, 0.0, pool.num_blocks
+    steps, peak, prefill_s, decode_s = 0, 0, 0.0, 0.0
     budget_cap, seq_cap = sch.max_num_batched_tokens, sch.max_num_seqs
     chunk_terms: dict = {}
     parts: dict = {}
@@ -270,7 +271,8 @@ def simulate(sm, pool, req, sch, forms):
                 now = max(now, engine[ptr])
                 continue
             raise ValueError("the scheduler cannot make progress (KV pool too small for the requests)")
-        run.peak_running = max(run.peak_running, len(running))
+        if len(running) > peak:
+            peak = len(running)
         # ---- the step's time
         attn, kv = dec.totals() if nd else (0.0, 0.0)
         tokens, sampled = nd, nd
@@ -288,10 +290,10 @@ def simulate(sm, pool, req, sch, forms):
             p = parts[key] = sm.step_parts(float(tokens), float(key[1]), float(sampled))
         dt = max(p[0] + p[1] * attn, p[2] + p[3] * kv) + p[4]
         prefill = tokens - nd
-        run.prefill_time_s += dt * prefill / (prefill + nd)
-        run.decode_time_s += dt * nd / (prefill + nd)
+        prefill_s += dt * prefill / (prefill + nd)
+        decode_s += dt * nd / (prefill + nd)
         was, now = now, now + dt
-        run.steps += 1
+        steps += 1
         # ---- the decodes' tokens, the prefill chunks, who finished
         if nd:
             k = nd
@@ -305,9 +307,10 @@ def simulate(sm, pool, req, sch, forms):
             for i in dec.tick():
                 x, _ = dec.remove(i)
                 finish(i, decode_blocks(i, x))
-        for i, (x, left) in skipped.items():  # one token behind the others from now on
-            dec.add(i, x, left)
-            irregular.setdefault(i, was)
+        if skipped:
+            for i, (x, left) in skipped.items():  # one token behind the others from now on
+                dec.add(i, x, left)
+                irregular.setdefault(i, was)
         for i, s, t in chunks:
             computed[i] = s + t
             run.prefill_tokens += t
@@ -326,6 +329,7 @@ def simulate(sm, pool, req, sch, forms):
                 else:
                     dec.add(i, computed[i] + 1, output[i] - gen[i])
     st.first[:], st.done[:] = first, done
+    run.steps, run.peak_running, run.prefill_time_s, run.decode_time_s = steps, peak, prefill_s, decode_s
     run.gap_s = np.array(shared_s + odd, dtype=float)
     run.gap_n = np.array(shared_n + [1] * len(odd), dtype=np.int64)
     return run
