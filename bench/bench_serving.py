@@ -73,8 +73,8 @@ def main() -> int:
         req = requests_of(spec)
         fast = (lambda: simulate(sm, pool, req, sch))
         t_fast, run = timed(fast, 1 if cut > 1 else 3)
-        t_before, before = (math.nan, None) if a.skip_before else timed(
-            lambda: simulate(sm, pool, req, sch, True, False), 1 if cut > 1 else 3)
+        old = (lambda: simulate(sm, pool, req, sch, True, False))
+        t_before, before = (math.nan, None) if a.skip_before else timed(old, 1 if cut > 1 else 3)
         small = dataclasses.replace(spec, num_prompts=spec.num_prompts // cut)
         req_s = requests_of(small)
         t_slow, slow = timed(lambda: simulate(sm, pool, req_s, sch, False), 1)
@@ -86,7 +86,7 @@ def main() -> int:
                                     small.num_prompts / t_slow)
         print(f"{name:48} {r_fast:>18,.0f} {r_before:>20,.0f} {r_slow:>19,.0f} {r_fast / r_before:>5.1f}x"
               f" {r_fast / r_slow:>5.1f}x  {same}   ({t_fast:.2f} s, CPU {CPU[fast]:.2f} s, for {spec.num_prompts:,}"
-              + ("" if before is None else f", before {t_before:.2f} s") + f"; {run.steps:,} steps"
+              + ("" if before is None else f"; before {t_before:.2f} s, CPU {CPU[old]:.2f} s") + f"; {run.steps:,} steps"
               + (f"; the one-step loop timed on {small.num_prompts:,})" if cut > 1 else ")"), flush=True)
     if not a.skip_compare:
         compare_path()
