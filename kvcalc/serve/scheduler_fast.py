@@ -142,7 +142,7 @@ def simulate(sm, pool, req, sch, forms):
     """scheduler.simulate's run of ``req`` (see scheduler.py for the rules), O(1) work per step -> Run."""
     import numpy as np
 
-    from kvcalc.serve.scheduler import begin_run, leading_hits
+    from kvcalc.serve.scheduler_state import begin_run, leading_hits
 
     st, run = begin_run(pool, req, sch)
     n = st.n
