@@ -34,6 +34,12 @@ class LinearSteps:
     def step_s(self, tokens, sequences, sampled, attn, kv):
         return 0.010 + 0.001 * tokens + attn * 0.0
 
+    def decode_forms(self):  # the O(1) loop's view of the same model: nothing depends on the contexts
+        return {}, {}
+
+    def step_parts(self, tokens, sequences, sampled):
+        return 0.010 + 0.001 * tokens, 0.0, 0.0, 0.0, 0.0
+
 
 def test_itl_pooled_over_requests_by_hand():
     # A: sent at 0, 100 prompt tokens, 4 out; B: sent at 0.05 s, 1,000 prompt tokens, 3 out.
@@ -42,14 +48,15 @@ def test_itl_pooled_over_requests_by_hand():
     # steps 3, 4: two decodes, 0.012 s each -> A's gaps 0.012, 0.012; B's 0.012, 0.012; both done at 1.145
     # pooled gaps [0.012 x 4, 1.011]: median 0.012; P99 at rank 4 x 0.99 = 3.96: 0.012 + 0.96 x 0.999 = 0.97104
     req = Requests(np.array([0.0, 0.05]), np.array([100, 1000]), np.array([4, 3]))
-    run = simulate(LinearSteps(), Pool(num_blocks=1000, block_size=16), req, Scheduling(8192, 16))
-    assert run.first_s == pytest.approx([0.110, 1.121]) and run.done_s == pytest.approx([1.145, 1.145])
-    spec = BenchSpec("m", catalog.load_model("qwen3-8b"), "h100-sxm", catalog.load_hardware("h100-sxm"), None,
-                     None, "h100-sxm")
-    m = metrics([run], spec)
-    assert m["median_itl_ms"] == pytest.approx(12.0)
-    assert m["p99_itl_ms"] == pytest.approx(971.04)
-    assert m["mean_itl_ms"] == pytest.approx((1.011 + 4 * 0.012) / 5 * 1e3)  # the pooled mean, as before
+    for fast in (True, False):  # the O(1) loop, then scheduler.py's
+        run = simulate(LinearSteps(), Pool(num_blocks=1000, block_size=16), req, Scheduling(8192, 16), True, fast)
+        assert run.first_s == pytest.approx([0.110, 1.121]) and run.done_s == pytest.approx([1.145, 1.145])
+        spec = BenchSpec("m", catalog.load_model("qwen3-8b"), "h100-sxm", catalog.load_hardware("h100-sxm"), None,
+                         None, "h100-sxm")
+        m = metrics([run], spec)
+        assert m["median_itl_ms"] == pytest.approx(12.0)
+        assert m["p99_itl_ms"] == pytest.approx(971.04)
+        assert m["mean_itl_ms"] == pytest.approx((1.011 + 4 * 0.012) / 5 * 1e3)  # the pooled mean, as before
 
 
 @settings(max_examples=40, deadline=None)

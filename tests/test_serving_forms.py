@@ -83,9 +83,14 @@ def test_block_terms_count_the_blocks_pool_need_adds(block, full, windows, state
     assert got == want
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_step_parts_equal_step_s(name):
+@pytest.mark.parametrize("name,ep_dp", [(m, 0) for m in MODELS] + [("qwen3-30b-a3b", 4), ("deepseek-v3", 2)])
+def test_step_parts_equal_step_s(name, ep_dp):
     sm = _sm(name, 2)
+    if ep_dp:  # --enable-expert-parallel over dp ranks: the all-to-alls and the experts' shards enter the step
+        from kvcalc.serve.expert_parallel import with_expert_parallel
+
+        sm = with_expert_parallel(sm, catalog.load_model(name), HW, CAL, 2, ep_dp)
+        assert sm.a2a_ranks > 1
     rng = random.Random(7)
     for _ in range(20):
         tokens = rng.choice([1, 7, 64, 300, 8192])
