@@ -132,10 +132,12 @@ class DecodeSet:
                 sums[k] += slope * n + mult * c[j][(res - clock) % keys[j][0]]
         clock = self.clock = clock + 1
         serial = self.serial
-        for j, r, i, s in self.limits.pop(clock, ()):
-            if serial[i] == s:
-                c[j][r] -= 1
-        return [i for i, s in self.due.pop(clock, ()) if serial[i] == s]
+        if self.limits:
+            for j, r, i, s in self.limits.pop(clock, ()):
+                if serial[i] == s:
+                    c[j][r] -= 1
+        due = self.due.pop(clock, None)
+        return [i for i, s in due if serial[i] == s] if due else ()
 
 
 def simulate(sm, pool, req, sch, forms):
