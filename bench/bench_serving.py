@@ -1,8 +1,9 @@
-"""Speed of the serving model: simulated requests per second of kvcalc's scheduler (runs of pure decode steps in
-one numpy call) beside the same scheduler stepping one token step at a time (``jump=False``, a plain Python loop
-over steps), measured side by side in one run, on the same requests, with the same results.
+"""Speed of the serving model: simulated requests per second of kvcalc's scheduler, three ways side by side in
+one run on the same requests: the O(1)-per-step loop (serve/scheduler_fast.py, the default), the loop before it
+(``fast=False``: runs of pure decode steps in one numpy call, the running set as arrays) and the plain loop
+stepping one token step at a time (``jump=False``); with whether their figures agree (rel 1e-9).
 
-    python bench/bench_serving.py [--big 100000] [--skip-compare]
+    python bench/bench_serving.py [--big 100000] [--skip-compare] [--skip-before]
 
 Cases on 1 x H100: Qwen3-14B, 500 requests x 4,000 in / 200 out (the issue's "well under a second"), the same
 with 32 requests at a time (a client cap); Qwen3-8B, --big requests x 1,000 in / 200 out sent at once, at 50
@@ -23,12 +24,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+CPU = {}  # the process's CPU seconds of the best run of each timed call (the machine is shared: wall > CPU)
+
+
 def timed(fn, repeat: int = 3):
     best = float("inf")
     for _ in range(repeat):
-        t = time.perf_counter()
+        c, t = time.process_time(), time.perf_counter()
         out = fn()
-        best = min(best, time.perf_counter() - t)
+        wall = time.perf_counter() - t
+        if wall < best:
+            best, CPU[fn] = wall, time.process_time() - c
     return best, out
 
 
@@ -36,6 +42,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--big", type=int, default=100_000)
     ap.add_argument("--skip-compare", action="store_true", help="only the scheduler cases")
+    ap.add_argument("--skip-before", action="store_true", help="not the loop before the O(1) one (fast=False)")
     a = ap.parse_args()
 
     from kvcalc.model import catalog
@@ -56,27 +63,38 @@ def main() -> int:
              (f"Qwen3-8B {a.big:,} x 1000/200, burst", big, 10),
              (f"Qwen3-8B {a.big:,} x 1000/200, 50 req/s", rep(big, request_rate=50.0), 10),
              (f"Qwen3-8B {a.big:,} x 1000/200, max-concurrency 64", rep(big, max_concurrency=64), 10)]
-    print(f"{'case':48} {'fast path [req/s]':>18} {'one step at a time':>19} {'ratio':>6}  same figures")
+    print(f"{'case':48} {'O(1) loop [req/s]':>18} {'before (numpy runs)':>20} {'one step at a time':>19}"
+          f" {'ratios':>13}  same figures")
     for name, spec, cut in cases:
         sm = step_model(spec.model, spec.hw, spec.link, spec.cal, spec.tp)
         pool, sch = pool_and_limits(spec)
         if spec.max_concurrency:
             sch = dataclasses.replace(sch, max_concurrency=spec.max_concurrency)
         req = requests_of(spec)
-        t_fast, run = timed(lambda: simulate(sm, pool, req, sch, True), 1 if cut > 1 else 3)
+        fast = (lambda: simulate(sm, pool, req, sch))
+        t_fast, run = timed(fast, 1 if cut > 1 else 3)
+        old = (lambda: simulate(sm, pool, req, sch, True, False))
+        t_before, before = (math.nan, None) if a.skip_before else timed(old, 1 if cut > 1 else 3)
         small = dataclasses.replace(spec, num_prompts=spec.num_prompts // cut)
         req_s = requests_of(small)
         t_slow, slow = timed(lambda: simulate(sm, pool, req_s, sch, False), 1)
-        fast_small = simulate(sm, pool, req_s, sch, True)
-        m_fast, m_slow = metrics([fast_small], small), metrics([slow], small)
-        same = all(math.isclose(m_fast[k], m_slow[k], rel_tol=1e-9) for k in m_fast)
-        r_fast, r_slow = spec.num_prompts / t_fast, small.num_prompts / t_slow
-        print(f"{name:48} {r_fast:>18,.0f} {r_slow:>19,.0f} {r_fast / r_slow:>5.1f}x  {same}"
-              f"   ({t_fast:.2f} s for {spec.num_prompts:,}; {run.steps:,} steps, {run.jumps:,} runs"
-              + (f"; the loop timed on {small.num_prompts:,})" if cut > 1 else ")"), flush=True)
+        fast_small = simulate(sm, pool, req_s, sch)
+        same = _same(metrics([fast_small], small), metrics([slow], small))
+        if before is not None:
+            same = same and _same(metrics([run], spec), metrics([before], spec)) and run.steps == before.steps
+        r_fast, r_before, r_slow = (spec.num_prompts / t_fast, spec.num_prompts / t_before,
+                                    small.num_prompts / t_slow)
+        print(f"{name:48} {r_fast:>18,.0f} {r_before:>20,.0f} {r_slow:>19,.0f} {r_fast / r_before:>5.1f}x"
+              f" {r_fast / r_slow:>5.1f}x  {same}   ({t_fast:.2f} s, CPU {CPU[fast]:.2f} s, for {spec.num_prompts:,}"
+              + ("" if before is None else f"; before {t_before:.2f} s, CPU {CPU[old]:.2f} s") + f"; {run.steps:,} steps"
+              + (f"; the one-step loop timed on {small.num_prompts:,})" if cut > 1 else ")"), flush=True)
     if not a.skip_compare:
         compare_path()
     return 0
+
+
+def _same(a: dict, b: dict) -> bool:
+    return all(math.isclose(a[k], b[k], rel_tol=1e-9, abs_tol=1e-12) for k in a)
 
 
 def compare_path() -> None:

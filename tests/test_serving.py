@@ -96,24 +96,26 @@ def test_prefill_attention_flops_closed_form_equals_the_sum():
 
 # ---------------------------------------------------------------- scheduler rules
 
-def _run(s: BenchSpec, pool=None, jump=True, **sch_kw):
+def _run(s: BenchSpec, pool=None, jump=True, fast=True, **sch_kw):
     sm = sm_of(s)
     p, sch = pool_and_limits(s)
     if sch_kw:
         sch = dataclasses.replace(sch, **sch_kw)
-    run = simulate(sm, pool or p, requests_of(s), sch, jump)
+    run = simulate(sm, pool or p, requests_of(s), sch, jump, fast)
     return metrics([run], s), run
 
 
 @pytest.mark.parametrize("blocks", [None, 400])
 def test_decode_runs_in_one_call_equal_the_plain_loop(blocks):
+    # scheduler.py's runs of decode steps in one numpy call (fast=False) and the O(1)-per-step loop (the default)
     s = spec(num_prompts=30, output_len=40)
     pool = None if blocks is None else dataclasses.replace(pool_and_limits(s)[0], num_blocks=blocks)
-    a, ra = _run(s, pool, jump=True)
     b, rb = _run(s, pool, jump=False)
-    assert ra.jumps > 0 and ra.steps == rb.steps and ra.preemptions == rb.preemptions
-    for k in ("duration", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms"):
-        assert a[k] == pytest.approx(b[k], rel=1e-9), k
+    for fast in (False, True):
+        a, ra = _run(s, pool, jump=True, fast=fast)
+        assert (ra.jumps > 0) != fast and ra.steps == rb.steps and ra.preemptions == rb.preemptions
+        for k in ("duration", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms"):
+            assert a[k] == pytest.approx(b[k], rel=1e-9), k
 
 
 def test_token_budget_and_chunked_prefill():

@@ -12,188 +12,49 @@ its whole prompt + output fit.
 
 Requests reach the engine through a serial front end (HTTP, tokenising the text prompt: a fixed cost per request
 + a cost per prompt token); ``max_concurrency`` is ``vllm bench serve``'s client-side cap (a request is sent when
-fewer than C are in flight). Steps are timed by :class:`kvcalc.serve.step_time.StepModel`. A run of pure decode
-steps (nothing to admit, nothing prefilling) is computed in one numpy call up to the next event (a request
-finishing, the pool running out, an arrival into an empty queue); the running set is an array and each step's
-bookkeeping (the decodes' next blocks, who finished, the gaps between tokens for the ITL) is a few numpy calls
-on it. A saturated run (a full pool, a request admitted or preempted almost every step) is still stepped one
-step at a time: 10^5 such requests take tens of seconds (bench/bench_serving.py).
+fewer than C are in flight). Steps are timed by :class:`kvcalc.serve.step_time.StepModel`. By default
+:func:`simulate` hands the run to serve/scheduler_fast.py, the same rules at O(1) work per step (10^5 requests
+in seconds: bench/bench_serving.py). This module's own loop (``fast=False``, and step models without decode
+forms) computes a run of pure decode steps in one numpy call up to the next event (a finish, the pool running
+out, an arrival into an empty queue); ``jump=False`` is the plain step-by-step loop both must equal.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Optional
 
 from kvcalc.out import progress
+from kvcalc.serve.scheduler_state import (  # noqa: F401  (Pool, Requests, Run, Scheduling: imported from here)
+    Pool, Requests, Run, Scheduling, _State, begin_run, leading_hits)
 
 MAX_JUMP_CELLS = 2_000_000  # requests x steps evaluated in one numpy call of a decode run
 MIN_JUMP_STEPS = 8          # shorter runs cost more as one numpy call than step by step (bench/bench_serving.py)
 JUMP_CELLS_AT_ONCE = 4_096   # requests x steps a run first looks at for the step where the pool runs out (then 4 x)
 
 
-@dataclass(frozen=True)
-class Pool:
-    """The KV pool of one replica in blocks, as the engine pages it (memory/engine_vllm.py's KV-cache groups):
-    a request of L tokens holds full x ceil(L / B) + sum over sliding groups of ceil(min(W, L) / B) + 1, + one
-    block per state group [blocks]. A sliding group frees the blocks that left the window after each step
-    (vLLM's SlidingWindowManager), so it holds W + one partial block, not the W - 1 + max_num_batched_tokens that
-    the pool's sizing reserves for the worst step."""
-
-    num_blocks: int
-    block_size: int
-    full_groups: int = 1
-    sliding_windows: tuple = ()   # one window per sliding KV-cache group [tokens]
-    state_groups: int = 0
-    batched_tokens: int = 8192
-
-    def need_one(self, tokens: int) -> int:
-        """:meth:`need` of one request, in plain Python (the scheduler's per-request calls) [blocks]."""
-        b = self.block_size
-        n = self.full_groups * (-(-tokens // b))
-        if tokens > 0:
-            n += sum(-(-min(w, tokens) // b) + 1 for w in self.sliding_windows) + self.state_groups
-        return n
-
-    def need(self, tokens):
-        """Blocks a request holding ``tokens`` tokens needs (int or numpy array) [blocks]."""
-        import numpy as np
-
-        t = tokens if isinstance(tokens, np.ndarray) and tokens.dtype == np.int64 else np.asarray(tokens, np.int64)
-        b = self.block_size
-        n = -(-t // b)
-        if self.full_groups != 1:
-            n = n * self.full_groups
-        for w in self.sliding_windows:
-            n = n + (-(-np.minimum(w, t) // b)) + (t > 0)
-        return n + self.state_groups * (t > 0) if self.state_groups else n
-
-
-@dataclass(frozen=True)
-class Scheduling:
-    """The scheduler's limits and the client's behaviour."""
-
-    max_num_batched_tokens: int
-    max_num_seqs: int
-    prefix_caching: bool = False
-    reserve_output: bool = False
-    max_concurrency: Optional[int] = None
-    frontend_s_per_request: float = 0.0
-    frontend_s_per_input_token: float = 0.0
-
-
-@dataclass
-class Requests:
-    """The requests of a run: send times [s] (sorted), prompt and output lengths [tokens], and optionally each
-    request's prompt block keys (equal keys = equal prefix blocks of ``key_tokens`` tokens) for prefix caching,
-    and ``handed``: prompt tokens whose KV arrives with the request (a prefill/decode hand-off), skipped at its
-    first admission as a prefix-cache hit is (at least one token is computed) [tokens]."""
-
-    send_s: object
-    prompt: object
-    output: object
-    keys: Optional[list] = None
-    key_tokens: int = 16
-    handed: Optional[object] = None
-    warm_keys: Optional[frozenset] = None   # block keys already in the prefix cache when the run starts
-    load_s: Optional[object] = None         # per request: waits this long after the front end for its KV to load
-                                            # from a lower tier (trace/plan_tiers.py) [s]
-
-    def take(self, at):
-        """The requests at ``at`` (an index array or a slice) with every per-request field."""
-        import numpy as np
-
-        idx = np.arange(len(self.prompt))[at]
-        pick = (lambda a: None if a is None else np.asarray(a)[idx])
-        keys = None if self.keys is None else [self.keys[i] for i in idx.tolist()]
-        return Requests(np.asarray(self.send_s)[idx], np.asarray(self.prompt)[idx], np.asarray(self.output)[idx],
-                        keys, self.key_tokens, handed=pick(self.handed), warm_keys=self.warm_keys,
-                        load_s=pick(self.load_s))
-
-
-@dataclass
-class Run:
-    """What happened to each request [s] and counters of the run."""
-
-    send_s: object
-    first_s: object
-    done_s: object
-    output: object
-    prompt: object
-    steps: int = 0
-    preemptions: int = 0
-    cached_tokens: int = 0
-    prefill_tokens: int = 0
-    peak_running: int = 0
-    jumps: int = 0
-    prefill_time_s: float = 0.0   # step time shared out by the steps' prefill tokens [s]
-    decode_time_s: float = 0.0
-    notes: list = field(default_factory=list)
-    gap_s: object = None          # the gaps between successive output tokens, pooled over requests [s] ...
-    gap_n: object = None          # ... and how many tokens had each (vLLM's ITL list, compressed)
-
-
-class _State:
-    """Mutable state of one simulation (arrays indexed by request)."""
-
-    def __init__(self, req: Requests, sch: Scheduling):
-        import numpy as np
-
-        n = len(req.prompt)
-        self.n = n
-        self.prompt = np.asarray(req.prompt, dtype=np.int64)
-        self.output = np.asarray(req.output, dtype=np.int64)
-        self.sched_send = np.asarray(req.send_s, dtype=float)
-        self.send = np.full(n, math.inf)
-        self.engine = np.full(n, math.inf)
-        self.computed = np.zeros(n, dtype=np.int64)
-        self.target = self.prompt.copy()
-        self.gen = np.zeros(n, dtype=np.int64)
-        self.held = np.zeros(n, dtype=np.int64)
-        self.first = np.full(n, math.nan)
-        self.done = np.full(n, math.nan)
-        self.admitted_once = np.zeros(n, dtype=bool)
-        self._send, self._prompt = self.sched_send.tolist(), self.prompt.tolist()  # Python floats for release
-        self.released = 0
-        self.fe_free = 0.0
-        self.sch = sch
-        self.load = None if req.load_s is None else np.asarray(req.load_s, dtype=float)
-
-    def release(self, i: int, now: float) -> None:
-        """Send request i at max(its time, now) through the serial front end."""
-        sch = self.sch
-        self.send[i] = send = max(self._send[i], now)
-        start = max(send, self.fe_free)
-        self.engine[i] = self.fe_free = (start + sch.frontend_s_per_request
-                                         + sch.frontend_s_per_input_token * self._prompt[i])
-        if self.load is not None:  # its KV loads from a lower tier first (the queue behind it waits too)
-            self.engine[i] += float(self.load[i])
-        self.released += 1
-
-
-def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) -> Run:
+def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True, fast: bool = True) -> Run:
     """Step the scheduler over every request of ``req`` on one replica timed by ``sm`` (a StepModel) -> Run.
-    ``jump=False`` takes every decode step one at a time (the plain loop the jumps must equal)."""
+    By default every step costs O(1) (serve/scheduler_fast.py) where the step model has decode forms;
+    ``fast=False`` is this module's loop, with runs of decode steps in one numpy call (kept for
+    bench/bench_serving.py and the tests), ``jump=False`` takes every step one at a time (the plain loop both
+    must equal)."""
     import numpy as np
 
-    st = _State(req, sch)
-    run = Run(st.send, st.first, st.done, st.output, st.prompt)
+    if fast and jump:
+        from kvcalc.serve import scheduler_fast
+
+        forms = scheduler_fast.plan(sm, pool, req)
+        if forms is not None:
+            return scheduler_fast.simulate(sm, pool, req, sch, forms)
+    st, run = begin_run(pool, req, sch)
     if st.n == 0:
         return run
-    cap = sch.max_concurrency or st.n
-    for i in range(min(cap, st.n)):
-        st.release(i, 0.0)
     cache: set = set(req.warm_keys or ())
     waiting: deque = deque()
     run_arr = np.zeros(0, dtype=np.int64)   # the running requests, in admission order
     ptr, finished, now, free = 0, 0, 0.0, pool.num_blocks
     budget_cap, seq_cap = sch.max_num_batched_tokens, sch.max_num_seqs
-    biggest = pool.need_one(int(st.prompt.max()) + (int(st.output.max()) if sch.reserve_output else 1))
-    if biggest > pool.num_blocks:
-        raise ValueError(f"the KV pool ({pool.num_blocks:,} blocks of {pool.block_size} tokens) cannot hold one "
-                         f"request of the run ({biggest:,} blocks)")
 
     handed = None if req.handed is None else np.asarray(req.handed, dtype=np.int64)
     gaps = _Gaps(st.n)
@@ -206,12 +67,7 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True) 
             return max(0, min(int(handed[i]), int(st.target[i]) - 1))
         if not (sch.prefix_caching and req.keys is not None):
             return 0
-        n = 0
-        for k in req.keys[i]:
-            if k not in cache:
-                break
-            n += 1
-        return min(n * req.key_tokens, int(st.target[i]) - 1)
+        return min(leading_hits(req.keys[i], cache) * req.key_tokens, int(st.target[i]) - 1)
 
     tick = progress.counter(st.n)  # a bar on stderr counts the finished requests, if one is shown
 

@@ -302,8 +302,9 @@ def explain(inp, rows: list[dict], infos: list[dict]) -> list[str]:
     for r, info in zip(rows, infos):
         run = info["run"]
         label = dict(strategies.LABELS)[r["strategy"]]
-        out += [f"{label}: {r['requests']:,} requests simulated one by one (none sampled), {run.steps:,} steps, "
-                f"{run.jumps:,} run(s) of pure decode steps jumped (one numpy call each)",
+        jumped = f", {run.jumps:,} run(s) of pure decode steps jumped (one numpy call each)" if run.jumps else ""
+        out += [f"{label}: {r['requests']:,} requests simulated one by one (none sampled), {run.steps:,} steps"
+                + jumped,
                 f"  wall = {fmt_seconds(r['wall_time_s'])}; GPU time = {fmt_seconds(r['wall_time_s'])} x "
                 f"{inp.gpus} GPUs = {r['gpu_seconds']:,.1f} GPU-s; step time split by tokens: prefill "
                 f"{fmt_seconds(run.prefill_time_s)}, decode {fmt_seconds(run.decode_time_s)}",

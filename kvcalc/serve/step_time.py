@@ -248,6 +248,27 @@ class StepModel:
             out["ep_comm_s"] = float(self.ep_comm_s(tokens))
         return out
 
+    # ---------------------------------------------------------------- the O(1) step loop (scheduler_fast.py)
+
+    def decode_forms(self):
+        """decode_sums of one decode as linear forms of integer atoms of its context (serve/decode_forms.py):
+        ({atom: FLOP}, {atom: B}), or None where a group has no such form."""
+        from kvcalc.serve import decode_forms
+
+        return decode_forms.decode_forms(self)
+
+    def step_parts(self, tokens, sequences, sampled) -> tuple:
+        """step_s at these counts as (c0, c1, m0, m1, rest) with step_s(tokens, sequences, sampled, attn, kv) =
+        max(c0 + c1 x attn, m0 + m1 x kv) + rest, read off compute_s, memory_s and step_s themselves (each arm
+        is linear in its attention FLOPs or KV bytes; a probe of 1e18 gives the slope to rounding)
+        [s, s/FLOP, s, s/B, s]."""
+        probe = 1e18
+        c0 = float(self.compute_s(tokens, sampled, 0.0))
+        m0 = float(self.memory_s(tokens, 0.0))
+        c1 = (float(self.compute_s(tokens, sampled, probe)) - c0) / probe
+        m1 = (float(self.memory_s(tokens, probe)) - m0) / probe
+        return c0, c1, m0, m1, float(self.step_s(tokens, sequences, sampled, 0.0, 0.0)) - max(c0, m0)
+
 
 def _plain(g: att.GroupLayout) -> str | None:
     """'full' when the group's read is L entries of a fixed size, 'sliding' when min(L, W), else None."""
