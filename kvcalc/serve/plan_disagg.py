@@ -132,11 +132,13 @@ def run_pd(spec, req, prefill: int, decode: int, link, decode_spec=None, decode_
         p = part(dec_req, idx)
         p.handed = prompt[order][idx]
         dspec = replace(dec, dp=1, trace=p, num_prompts=len(idx), prefix_caching=False, max_concurrency=None)
+        specs.append(dspec)
+        if not len(idx):  # fewer requests than decode engines: this one idles
+            continue
         _, runs, _, pool, sch = simulate_spec(dspec)
         first[order[idx]] = runs[0].first_s
         done[order[idx]] = runs[0].done_s
         dec_runs += runs
-        specs.append(dspec)
     run = Run(send, first, done, output, prompt, steps=sum(r.steps for r in pre_runs + dec_runs),
               preemptions=sum(r.preemptions for r in pre_runs + dec_runs),
               cached_tokens=sum(r.cached_tokens for r in pre_runs),

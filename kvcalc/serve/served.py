@@ -330,8 +330,9 @@ def explain(inp, rows: list[dict], infos: list[dict]) -> list[str]:
         out += [f"{label}: {r['requests']:,} requests simulated one by one (none sampled), {run.steps:,} steps, "
                 f"{run.jumps:,} run(s) of pure decode steps jumped (one numpy call each)",
                 f"  wall = {fmt_seconds(r['wall_time_s'])}; GPU time = {fmt_seconds(r['wall_time_s'])} x "
-                f"{inp.gpus} GPUs = {r['gpu_seconds']:,.1f} GPU-s; step time split by tokens: prefill "
-                f"{fmt_seconds(run.prefill_time_s)}, decode {fmt_seconds(run.decode_time_s)}",
+                f"{inp.gpus} GPUs = {r['gpu_seconds']:,.1f} GPU-s" + ("" if info["pd"] is not None else
+                f"; step time split by tokens: prefill {fmt_seconds(run.prefill_time_s)}, decode "
+                f"{fmt_seconds(run.decode_time_s)}"),
                 f"  $/M in = {fmt_usd(r['prefill_usd'])} / {r['input_tokens']:,} input tokens x 1e6 = "
                 f"{fmt_usd(r['usd_per_mtok_input'])}; $/M out = {fmt_usd(r['decode_usd'])} / "
                 f"{r['output_tokens']:,} output tokens x 1e6 = {fmt_usd(r['usd_per_mtok_output'])}"]
