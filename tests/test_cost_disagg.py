@@ -174,3 +174,18 @@ def test_plan_s_notation_and_the_scenario_s_split(tmp_path):
     bad.write_text('schema_version = 1\nsource = "s"\ndisplay_name = "d"\nmodel = "qwen3-14b"\n'
                    'hardware = "h100-sxm"\nworkload = "article-100"\npd_link = "nvlink4"\npd_split = "3"\n')
     assert_bad_input(run_cli("presets", "validate", str(bad)), "pd_split")
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["mistral-7b-v0.1", "deepseek-v4-flash", "qwen3-14b", "deepseek-v3.2"]),
+       st.lists(st.tuples(st.integers(1, 200_000), st.floats(0, 1)), min_size=1, max_size=8))
+def test_the_hand_off_s_shared_bytes_over_arrays_equal_the_scalar_loop(model, pairs):
+    # the decode side's held prefix is subtracted for every request at once (numpy); each one alone gives the same
+    from kvcalc.model import attention as att
+    from kvcalc.serve.sharing import shared_bytes
+
+    groups = att.resolve_groups(catalog.load_model(model))
+    length = [n for n, _ in pairs]
+    held = [int(n * f) for n, f in pairs]
+    many = shared_bytes(groups, np.asarray(length), np.asarray(held))
+    assert list(many) == [shared_bytes(groups, n, h) for n, h in zip(length, held)]
