@@ -4,8 +4,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.out.units import (MAX_BLOCK_TOKENS, MAX_DECODE_TOKENS_PER_S, MAX_GPUS, MAX_OVERLAP_US, MAX_REQUESTS,
-                              MAX_TOKENS, MAX_USD_PER_GPU_HOUR, MIN_DECODE_TOKENS_PER_S, MIN_MFU)
+from kvcalc.out.units import (MAX_BLOCK_TOKENS, MAX_DECODE_TOKENS_PER_S, MAX_GPUS, MAX_OVERLAP_US, MAX_REPLICAS,
+                              MAX_REQUESTS, MAX_TOKENS, MAX_USD_PER_GPU_HOUR, MIN_DECODE_TOKENS_PER_S, MIN_MFU)
 
 P = "Scenario overrides"
 ScenarioOpt = Annotated[Optional[str], typer.Option("--scenario", "-s", help="scenario preset or TOML path "
@@ -21,7 +21,7 @@ MfuOpt = Annotated[Optional[str], typer.Option("--mfu-prefill", help=f"prefill M
 DecodeOpt = Annotated[Optional[float], typer.Option("--decode-tokens-per-s", help=f"decode speed per request [tok/s] ({MIN_DECODE_TOKENS_PER_S:g} to {MAX_DECODE_TOKENS_PER_S:,.0f})", rich_help_panel=P)]
 WarmOpt = Annotated[Optional[bool], typer.Option("--warm/--cold", help="shared segments already cached (warm) or not", show_default=False, rich_help_panel=P)]
 PdLinkOpt = Annotated[Optional[str], typer.Option("--pd-link", help="prefill -> decode link preset or TOML path: disaggregated serving, shows the KV hand-off", rich_help_panel=P)]
-PdSplitOpt = Annotated[Optional[str], typer.Option("--pd-split", help="with --pd-link, on the serving model: prefill engines : decode engines, each engine --gpus / (P + D) GPUs (e.g. 1:3 or plan's 1P:3D; default: the scenario's pd_split, else 1:1, half and half)", show_default=False, rich_help_panel=P)]
+PdSplitOpt = Annotated[Optional[str], typer.Option("--pd-split", help=f"with --pd-link, on the serving model: prefill engines : decode engines (each 1 to {MAX_REPLICAS:,}), each engine --gpus / (P + D) GPUs (e.g. 1:3 or plan's 1P:3D; default: the scenario's pd_split, else 1:1, half and half)", show_default=False, rich_help_panel=P)]
 PdOverlapOpt = Annotated[Optional[float], typer.Option("--pd-overlap-us", help=f"window a speculative prefetch hides the hand-off behind [us] (default: one decode step; at most {MAX_OVERLAP_US:,.0f})", rich_help_panel=P)]
 TtftOpt = Annotated[Optional[str], typer.Option("--ttft-model", help="processor-sharing | fcfs | even-split (the article's): how requests arriving together share prefill compute", show_default=False, rich_help_panel=P)]
 AttnOpt = Annotated[Optional[bool], typer.Option("--attention-flops/--no-attention-flops", help="count attention FLOPs in prefill", show_default=False, rich_help_panel=P)]

@@ -239,7 +239,7 @@ def _pd_tables(inp: CostInputs, rows: list[dict]) -> tuple:
 
     if "pd_handoff_max_s" in rows[0]:  # simulated disaggregated (serve/served_pd.py)
         return (pd_table(rows, "simulated: one copy per GPU after each prefill, inside TTFT; prefill = the prefill "
-                         "engines' busy time; exposed = what a prefetch would leave"),)
+                         "engines' busy time, summed; exposed = what a prefetch would leave"),)
     return (pd_table(rows),)
 
 
