@@ -137,8 +137,26 @@ def test_c_never_has_a_higher_mean_ttft_than_a(classes, shared, split):
     inp = inputs(workload(classes, shared), gpus=4, split=split)
     a, c = strategy_row(inp, "lru")[0], strategy_row(inp, "prefix-tree")[0]
     assert "pd_split" in a and "pd_split" in c
-    assert c["ttft_mean_s"] <= a["ttft_mean_s"] * (1 + 1e-12)
+    # within 0.1%: see the next test for the one way C can come out a hair later (hypothesis found 0.011%)
+    assert c["ttft_mean_s"] <= a["ttft_mean_s"] * (1 + 1e-3)
     assert c["kv_handoff_bytes"] <= a["kv_handoff_bytes"]
+
+
+def test_how_c_can_be_a_hair_later_disaggregated():
+    # Found by hypothesis: 15 short requests sharing one 16-token block in 3 groups, one output token each, on a
+    # TP1 prefill engine and three decode engines. C's prefill skips 64 cached tokens, and the scheduler fills the
+    # freed budget with more of the last request's prompt: the shared prefill step grows by 0.1 ms for 13
+    # requests, the last one is ready 2.2 ms sooner. Colocated, its first token is that prefill's end, and C's
+    # mean TTFT is lower; disaggregated, its decode engine is mid-step when its KV lands, so its first token comes
+    # in the same step as A's and the gain is lost: C's mean TTFT is 0.011% above A's, its mean prefill-ready
+    # time still below. A bound, not a bug: the decode steps quantise what prefill saves.
+    inp = inputs(workload([(8, 512, 1), (7, 668, 1)], [(16, 3)]), gpus=4, split=(1, 3))
+    a, _, ia = _strategy(inp, "lru")
+    c, _, ic = _strategy(inp, "prefix-tree", None, ia)
+    assert ic["run"].cached_tokens == 64
+    assert ic["pd"].ready_s.mean() < ia["pd"].ready_s.mean()
+    assert ic["pd"].ready_s[-1] < ia["pd"].ready_s[-1] and ic["run"].first_s[-1] >= ia["run"].first_s[-1]
+    assert a["ttft_mean_s"] < c["ttft_mean_s"] < a["ttft_mean_s"] * (1 + 1e-3)
 
 
 @pytest.mark.parametrize("args, words", [

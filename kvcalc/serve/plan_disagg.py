@@ -86,11 +86,11 @@ def simulate_pd(spec, req, prefill: int, decode: int, link, decode_spec=None):
 
 def run_pd(spec, req, prefill: int, decode: int, link, decode_spec=None, decode_cache: bool = False) -> PdRun:
     """:func:`simulate_pd` with what the hand-off was. ``decode_cache``: the decode engines keep a prefix cache
-    of the blocks handed to them (``req.keys``; ``req.warm_keys`` are held from the start), a request goes to
-    decode engine k mod D in order of prefill completion (as the proxy forwards it), and only the leading
-    blocks its engine does not hold when its prefill ends move (vLLM's NixlConnector pulls the prompt tokens
-    beyond the decode side's local prefix-cache hit); else every prompt token moves and requests go to engine
-    k mod D in order of arrival."""
+    of the blocks handed to them (``req.keys``; ``req.warm_keys`` are held from the start), request k goes to
+    decode engine k mod D (the proxy's round robin in request order, as the prefill engines split them: A and C
+    meet the same engines), and only the leading blocks its engine does not hold when its prefill ends move
+    (vLLM's NixlConnector pulls the prompt tokens beyond the decode side's local prefix-cache hit); else every
+    prompt token moves and the requests go to engine k mod D in order of the hand-offs' arrival."""
     import numpy as np
 
     from kvcalc.serve.bench import simulate_spec
@@ -114,7 +114,7 @@ def run_pd(spec, req, prefill: int, decode: int, link, decode_spec=None, decode_
     held = None
     engine = np.empty(n, dtype=np.int64)
     if decode_cache:
-        engine[np.argsort(ready, kind="stable")] = np.arange(n) % decode
+        engine[:] = np.arange(n) % decode  # request k to engine k mod D, as the prefill side splits them
         if req.keys is not None:
             held = _held_tokens(side, link, req, ready, engine, decode)
     hand = handoff_s(side, link, prompt) if held is None else handoff_s(side, link, prompt, held)

@@ -17,8 +17,9 @@ The run, as vLLM's disaggregated serving behind its proxy (examples/online_servi
    beyond its local prefix-cache hit (``get_num_new_matched_tokens``: len(prompt) - num_computed_tokens; it
    reads into the request's unhashed blocks only, and a full local hit moves nothing). The fixed per-request
    state always moves. A moves every prompt token's KV;
-3. the decode engines take the requests in order of prefill completion (engine k mod D), admit each when its
-   KV has arrived, compute only its last prompt token and generate every output token.
+3. request k goes to decode engine k mod D (round robin in request order, as the prefill engines split them:
+   A and C meet the same engines), admitted when its KV has arrived; it computes only its last prompt token and
+   generates every output token.
 
 Figures: TTFT = the decode engine's first token - the send (the prefill queue and prefill, the hand-off, the
 decode side's queue and first step); TPOT from the decode engines; wall = first send to last finish;
