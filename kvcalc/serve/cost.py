@@ -167,7 +167,8 @@ def _strategy(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None 
         from kvcalc.serve.served import CannotServe, served_row
 
         try:
-            row, class_rows, info = served_row(inp, strategy, row, groups, budget_gpu, prior, given)
+            row, class_rows, info = served_row(inp, strategy, row, groups, budget_gpu, prior, given,
+                                               kv_budget_bytes_per_gpu)
         except CannotServe as e:  # the stated closed forms, labelled as such (see _notes)
             row["serving_model_skipped"] = str(e)
     if inp.pd_link is not None:

@@ -172,11 +172,12 @@ def spec_of(inp, strategy: str, groups, budget_gpu: float, given: Optional[Given
 
 
 def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: Optional[dict] = None,
-               given: Optional[GivenRequests] = None) -> tuple[dict, list[dict], dict]:
+               given: Optional[GivenRequests] = None, budget_of=None) -> tuple[dict, list[dict], dict]:
     """``row`` (the static figures: tokens, FLOPs, KV) with its times and dollars from the scheduler's run, the
     per-class TTFT rows, and what the run was (pool, limits, step model, counters) -> (row, class rows, info).
     ``prior``: A's info on the same inputs, whose run C reuses when the workload shares no prefix. ``given``: the
-    requests that replace the workload's (a trace's), sent at their own times."""
+    requests that replace the workload's (a trace's), sent at their own times. ``budget_of(inp, groups)``: the
+    KV budget per GPU of other inputs [B] (cost.kv_budget_bytes_per_gpu), for a disaggregated run's engines."""
     import numpy as np
 
     from kvcalc.memory.blocks import paged_bytes_per_token
@@ -192,18 +193,25 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: 
     pd = None
     if inp.pd_link is None:
         spec, note = spec_of(inp, strategy, groups, budget_gpu, given)
-    else:  # disaggregated: each engine's spec (serve/served_pd.py)
+    else:  # disaggregated: each engine's spec and budget (serve/served_pd.py)
         from kvcalc.serve import served_pd
-        from kvcalc.serve.cost import kv_budget_bytes_per_gpu
 
         one = served_pd.engine_inputs(inp)
-        spec, note = spec_of(one, strategy, groups, kv_budget_bytes_per_gpu(one, groups), given)
+        budget_gpu = budget_of(one, groups)
+        spec, note = spec_of(one, strategy, groups, budget_gpu, given)
     nothing_shared = not inp.workload.shared if given is None else given.requests.keys is None
     if prior is not None and nothing_shared:  # C with no shared segment has nothing to hit: A's run
         m, runs, sm, pool, sch = prior["simulated"]
         pd = prior["pd"]
     elif inp.pd_link is not None:
-        (m, runs, sm, pool, sch), pd = served_pd.simulate(inp, spec, groups)
+        try:  # a decode engine holds the longest request's prompt + output (a prefill engine its prompt + 1)
+            _check_longest_fits(spec)
+        except CannotServe as e:  # the split is refused, not run colocated
+            raise served_pd.refused(inp, str(e)) from None
+        try:
+            (m, runs, sm, pool, sch), pd = served_pd.simulate(inp, spec)
+        except ValueError as e:
+            raise CannotServe(str(e)) from None
     else:
         _check_longest_fits(spec)
         try:
@@ -233,7 +241,7 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: 
         "cached_tokens": m["cached_tokens"], "kv_pool_blocks": pool.num_blocks,
     }
     if pd is not None:
-        out |= served_pd.row_fields(inp, out, m, groups, spec.trace.prompt, pd)
+        out |= served_pd.row_fields(inp, out, m, groups, spec.trace.prompt, pd, budget_gpu)
     if r.prefill_tokens:  # prefill seconds per token as the run measured them (the break-even's denominator)
         paged = sum(paged_bytes_per_token(g) for g in groups)
         out["breakeven_bandwidth_bytes_per_s"] = breakeven_bandwidth_bytes_per_s(

@@ -44,7 +44,8 @@ def split_of(inp) -> tuple[int, int, int]:
                          "give more --gpus (or fewer engines)")
     if inp.gpus % (p + d):
         raise InputError(f"{_named(inp)} {p}:{d}: {p + d} engines cannot share {inp.gpus:,} GPUs evenly (each "
-                         f"engine gets gpus / (P + D) GPUs); give a --pd-split whose P + D divides --gpus, or other --gpus")
+                         "engine gets gpus / (P + D) GPUs); give a --pd-split whose P + D divides --gpus, or other "
+                         "--gpus")
     return p, d, inp.gpus // (p + d)
 
 
@@ -66,24 +67,23 @@ def engine_inputs(inp):
     return replace(inp, gpus=split_of(inp)[2])
 
 
-def simulate(inp, spec, groups):
-    """Run one strategy's requests (``spec``: an engine's BenchSpec from served.spec_of on engine_inputs) through
-    the split -> ((metrics, [Run], decode StepModel, decode Pool, Scheduling), plan_disagg.PdRun)."""
+def refused(inp, why: str):
+    """The InputError of a split whose engines cannot serve the requests (``why``: served.CannotServe's text)."""
     from kvcalc.out.errors import InputError
-    from kvcalc.serve.bench import metrics, spec_step_model
-    from kvcalc.serve.plan_disagg import run_pd
-    from kvcalc.serve.served import CannotServe, _check_longest_fits
 
     p, d, tp = split_of(inp)
-    try:  # a decode engine holds the longest request's prompt + output (a prefill engine its prompt + 1)
-        _check_longest_fits(spec)
-    except CannotServe as e:
-        raise InputError(f"{_named(inp)} {p}:{d}: an engine of {tp} x {inp.hardware_name} cannot serve "
-                         f"{inp.model_name}: {e}; give fewer engines (or more --gpus)") from None
-    try:
-        pd = run_pd(spec, spec.trace, p, d, inp.pd_link, decode_cache=True)
-    except ValueError as e:
-        raise CannotServe(str(e)) from None
+    return InputError(f"{_named(inp)} {p}:{d}: an engine of {tp} x {inp.hardware_name} cannot serve "
+                      f"{inp.model_name}: {why}; give fewer engines (or more --gpus)")
+
+
+def simulate(inp, spec):
+    """Run one strategy's requests (``spec``: an engine's BenchSpec from served.spec_of on engine_inputs) through
+    the split -> ((metrics, [Run], decode StepModel, decode Pool, Scheduling), plan_disagg.PdRun)."""
+    from kvcalc.serve.bench import metrics, spec_step_model
+    from kvcalc.serve.plan_disagg import run_pd
+
+    p, d, tp = split_of(inp)
+    pd = run_pd(spec, spec.trace, p, d, inp.pd_link, decode_cache=True)
     m = metrics([pd.run], replace(spec, tp=1, dp=tp * (p + d)))  # GPU time: every engine's GPUs
     sm = spec_step_model(pd.specs[1])
     if spec.kv_compression:
@@ -91,16 +91,15 @@ def simulate(inp, spec, groups):
     return (m, [pd.run], sm, pd.pool, pd.sch), pd
 
 
-def row_fields(inp, row: dict, m: dict, groups, prompt, pd) -> dict:
+def row_fields(inp, row: dict, m: dict, groups, prompt, pd, budget: float) -> dict:
     """The figures a disaggregated run (``pd``: plan_disagg.PdRun) changes in a served row (``prompt``: its
-    requests' prompt lengths [tokens]): dollars by side, KV fits on a decode engine, the KV handed over, the
-    split [raw SI units]."""
+    requests' prompt lengths [tokens]; ``budget``: an engine's KV budget per GPU [B]): dollars by side, KV fits
+    on a decode engine, the KV handed over, the split [raw SI units]."""
     import numpy as np
 
     from kvcalc.memory.capacity import per_gpu_request_bytes
     from kvcalc.model.kv import request_bytes
     from kvcalc.out.units import usd_per_hour_to_usd_per_s, usd_per_million
-    from kvcalc.serve.cost import kv_budget_bytes_per_gpu
 
     p, d, tp = split_of(inp)
     usd_per_s = usd_per_hour_to_usd_per_s(inp.usd_per_gpu_hour)
@@ -110,7 +109,6 @@ def row_fields(inp, row: dict, m: dict, groups, prompt, pd) -> dict:
     share = (sum(k * per_gpu_request_bytes(groups, int(t), tp) for t, k in zip(lengths, counts))
              / sum(k * request_bytes(groups, int(t)) for t, k in zip(lengths, counts)))
     kv_gpu = row["kv_stored_bytes"] * share / d
-    budget = kv_budget_bytes_per_gpu(engine_inputs(inp), groups)
     return {
         "pd_split": f"{p}:{d}", "pd_prefill_gpus": p * tp, "pd_decode_gpus": d * tp, "pd_engine_tp": tp,
         "prefill_usd": prefill_usd, "decode_usd": decode_usd,
