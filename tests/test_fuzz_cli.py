@@ -302,7 +302,7 @@ def gen_transfer(g: Gen):
 def _scenario(g: Gen, strategy: bool, trace: bool):
     if strategy:
         g.opt("--strategy", ["lru", "prefix-tree"], ["", "fifo", "LRU"], p=0.5)
-    g.preset("--scenario", ["article", "v4-flash-8xh100"], ["wrongkind.toml"], p=0.3)
+    g.preset("--scenario", ["article", "v4-flash-8xh100", "v4-flash-pd-ib"], ["wrongkind.toml"], p=0.3)
     g.preset("--model", MODELS, ["tiny-model.toml", "absurd-model.toml"], p=0.3)
     g.preset("--hardware", HARDWARE, ["edge-hw.toml", "big-hw.toml"], p=0.25)
     g.opt("--gpus", ["1", "8", "64", "1000000"], p=0.25)
@@ -323,6 +323,9 @@ def _scenario(g: Gen, strategy: bool, trace: bool):
     g.flag(g.r.choice(["--attention-flops", "--no-attention-flops"]), 0.15)
     g.preset("--pd-link", LINKS, ["edge-link.toml", "tiny-link.toml"], p=0.2)
     g.opt("--pd-overlap-us", ["0", "100", "3.6e9"], p=0.15)
+    # the prefill/decode split (issue 18): refused without a pd link, on the stated path and when it does not fit
+    g.opt("--pd-split", ["1:1", "1:3", "1P:1D", "3:5"], ["0:1", "1:0", "", "x", "1:2:3", "-1:1", HUGE + ":1",
+                                                         "\u0663:1", "1:1e3", "1:9999999"], p=0.1)
     if trace and g.r.random() < 0.3:
         g.args += ["--trace", g.pick(trace_files(g.files), hostile_files(g.files, trace=True))]
         tiers = g.r.random() < 0.4  # A and C through tiers (issue 12), the pins A may keep

@@ -109,8 +109,11 @@ def test_mistral_kv_held_by_hand():
     # Each 8,192-token request stores its last 4,096 tokens: 4,096 x 131,072 = 536,870,912 B.
     # A 6,144-token shared prefix: the window (4,096, 8,192] overlaps it in 2,048 tokens, so each of the
     # 9 later requests saves 2,048 x 131,072 = 268,435,456 B. Held = 10 x 536,870,912 - 9 x 268,435,456.
+    # (the closed forms: --decode-tokens-per-s; one GPU cannot be split into a prefill and a decode engine, and a
+    # simulated hand-off moves what the decode side does not yet hold: tests/test_cost_disagg.py)
     env = run_cli("compare", "--model", "mistral-7b-v0.1", "--gpus", "1", "--requests", "10", "--context", "8k",
-                  "--shared-prefix", "6k", "--pd-link", "ib-ndr400", "--format", "json").json()
+                  "--shared-prefix", "6k", "--pd-link", "ib-ndr400", "--decode-tokens-per-s", "60",
+                  "--format", "json").json()
     a, c = env["results"][:2]
     assert a["kv_stored_bytes"] == 10 * 536_870_912
     assert c["kv_stored_bytes"] == 10 * 536_870_912 - 9 * 268_435_456 == 2_952_790_016

@@ -7,7 +7,7 @@ import typer
 from kvcalc.cli.common import (CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt,
                                WeightsDtypeOpt)
 from kvcalc.cli.scenario_opts import (AttnOpt, KvCompressionOpt, ContextOpt, DecodeOpt, EngineInputOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt,
-                                      OutputOpt, PdLinkOpt, PdOverlapOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt,
+                                      OutputOpt, PdLinkOpt, PdOverlapOpt, PdSplitOpt, PriceOpt, RequestsOpt, ScenarioOpt, SharedOpt,
                                       SinkOpt, SkipBadOpt, TierCapacityOpt, TierCopiesOpt, TierLinkOpt, TiersOpt,
                                       TraceBlockOpt, TraceCapacityOpt, TraceFormatOpt, TraceOpt, TtftOpt, WarmOpt, WindowOpt, WorkloadOpt)
 
@@ -17,7 +17,7 @@ def compare(
     scenario: ScenarioOpt = None, model: ModelOpt = None, hardware: HardwareOpt = None, gpus: GpusOpt = None,
     workload: WorkloadOpt = None, price_per_gpu_hour: PriceOpt = None, mfu_prefill: MfuOpt = None,
     decode_tokens_per_s: DecodeOpt = None, warm: WarmOpt = None, attention_flops: AttnOpt = None, ttft_model: TtftOpt = None,
-    pd_link: PdLinkOpt = None, pd_overlap_us: PdOverlapOpt = None, requests: RequestsOpt = None, context: ContextOpt = None, output_tokens: OutputOpt = None,
+    pd_link: PdLinkOpt = None, pd_overlap_us: PdOverlapOpt = None, pd_split: PdSplitOpt = None, requests: RequestsOpt = None, context: ContextOpt = None, output_tokens: OutputOpt = None,
     shared_prefix: SharedOpt = None, trace: TraceOpt = None, capacity: TraceCapacityOpt = None,
     block_tokens: TraceBlockOpt = None, trace_format: TraceFormatOpt = "auto", skip_bad: SkipBadOpt = False, kv_dtype: KvDtypeOpt = None,
     mla_layout: MlaLayoutOpt = None, indexer_dtype: IndexerDtypeOpt = None, mtp: MtpOpt = False, weights_dtype: WeightsDtypeOpt = None,
@@ -52,6 +52,7 @@ def compare(
       kvcalc compare --scenario v4-flash-8xh100 --trace trace.jsonl --capacity 3m
       kvcalc compare --trace trace.jsonl --capacity 3m --replicas 4 --router prefix
       kvcalc compare --scenario v4-flash-8xh100 --pd-link ib-ndr400
+      kvcalc compare --model qwen3-14b --hardware h100-sxm --gpus 4 --pd-link ib-ndr400 --pd-split 1:3
       kvcalc compare --model qwen3-32b --hardware a100-80g --gpus 1 --requests 200 --context 4k --kv-compression 4
 
     With --trace FILE the trace's requests replace the workload: A prefills every input token; C reuses each
@@ -91,7 +92,7 @@ def compare(
     o = overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, price=price_per_gpu_hour,
                   mfu=mfu_prefill, decode=decode_tokens_per_s, warm=warm, attention=attention_flops,
                   requests=requests, context=context, output=output_tokens, shared=shared_prefix,
-                  pd_link=pd_link, pd_overlap_us=pd_overlap_us, ttft_model=ttft_model, engine=engine, engine_sets=engine_input,
+                  pd_link=pd_link, pd_overlap_us=pd_overlap_us, pd_split=pd_split, ttft_model=ttft_model, engine=engine, engine_sets=engine_input,
                   kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp), weights_dtype=weights_dtype,
                   kv_compression=kv_compression)
     if tiers is not None:
@@ -102,6 +103,10 @@ def compare(
             from kvcalc.out.errors import InputError
 
             raise InputError("--tiers: needs --trace FILE, and takes --tier-capacity instead of --capacity")
+        if pd_split is not None:  # the tiered replay prices the hand-off beside it, on no engines
+            from kvcalc.out.errors import InputError
+
+            raise InputError("--pd-split: not with --tiers (the tiered replay runs no prefill or decode engines)")
         req = parse_request(trace, tiers, tier_capacity, tier_link, traced[1], tier_copies, skip_bad, sink_tokens,
                             window_tokens, trace_format=traced[2])
         from kvcalc.out import progress

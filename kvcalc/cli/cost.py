@@ -6,7 +6,7 @@ import typer
 
 from kvcalc.cli.common import WeightsDtypeOpt, CheckOpt, ExplainOpt, FormatOpt, IndexerDtypeOpt, KvDtypeOpt, MlaLayoutOpt, MtpOpt
 from kvcalc.cli.scenario_opts import (AttnOpt, KvCompressionOpt, ContextOpt, DecodeOpt, EngineInputOpt, EngineOpt, GpusOpt, HardwareOpt, MfuOpt, ModelOpt, OutputOpt,
-                                      PdLinkOpt, PdOverlapOpt, PriceOpt, TtftOpt, RequestsOpt, ScenarioOpt, SharedOpt, WarmOpt,
+                                      PdLinkOpt, PdOverlapOpt, PdSplitOpt, PriceOpt, TtftOpt, RequestsOpt, ScenarioOpt, SharedOpt, WarmOpt,
                                       WorkloadOpt)
 
 
@@ -15,7 +15,7 @@ def cost(
     scenario: ScenarioOpt = None, model: ModelOpt = None, hardware: HardwareOpt = None, gpus: GpusOpt = None,
     workload: WorkloadOpt = None, price_per_gpu_hour: PriceOpt = None, mfu_prefill: MfuOpt = None,
     decode_tokens_per_s: DecodeOpt = None, warm: WarmOpt = None, attention_flops: AttnOpt = None, ttft_model: TtftOpt = None,
-    pd_link: PdLinkOpt = None, pd_overlap_us: PdOverlapOpt = None,
+    pd_link: PdLinkOpt = None, pd_overlap_us: PdOverlapOpt = None, pd_split: PdSplitOpt = None,
     requests: RequestsOpt = None, context: ContextOpt = None, output_tokens: OutputOpt = None,
     shared_prefix: SharedOpt = None, kv_dtype: KvDtypeOpt = None, mla_layout: MlaLayoutOpt = None,
     indexer_dtype: IndexerDtypeOpt = None, mtp: MtpOpt = False, weights_dtype: WeightsDtypeOpt = None, engine: EngineOpt = None, engine_input: EngineInputOpt = None, kv_compression: KvCompressionOpt = None,
@@ -33,6 +33,7 @@ def cost(
       kvcalc cost --strategy prefix-tree
       kvcalc cost --strategy lru --scenario v4-flash-8xh100 --explain
       kvcalc cost --requests 64 --context 16k --shared-prefix 4k --shared-prefix 1k:8 --format json
+      kvcalc cost --strategy prefix-tree --scenario v4-flash-pd-ib
     """
     from kvcalc.cli.common import check_format, emit, kv_options
     from kvcalc.cli.scenario_opts import overrides
@@ -47,7 +48,7 @@ def cost(
     o = overrides(model=model, hardware=hardware, gpus=gpus, workload=workload, price=price_per_gpu_hour,
                   mfu=mfu_prefill, decode=decode_tokens_per_s, warm=warm, attention=attention_flops,
                   requests=requests, context=context, output=output_tokens, shared=shared_prefix,
-                  pd_link=pd_link, pd_overlap_us=pd_overlap_us, ttft_model=ttft_model, engine=engine, engine_sets=engine_input,
+                  pd_link=pd_link, pd_overlap_us=pd_overlap_us, pd_split=pd_split, ttft_model=ttft_model, engine=engine, engine_sets=engine_input,
                   kv_options=kv_options(kv_dtype, mla_layout, indexer_dtype, mtp), weights_dtype=weights_dtype,
                   kv_compression=kv_compression)
     emit(cost_result(resolve(scenario, o), strategy), fmt, check, explain)

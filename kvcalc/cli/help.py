@@ -40,7 +40,7 @@ METAVARS = {
     "--kind": "KIND", "--name": "NAME", "--source": "TEXT", "--check": "'FIELD OP NUMBER'",
     "--capacity": "CAPACITY", "--decode-tokens-per-s": "TOKENS/S", "--entry-bytes": "BYTES",
     "--engine-input": "NAME=VALUE", "--price-per-gpu-hour": "USD", "--set": "NAME=VALUE", "--vary": "NAME=SPEC",
-    "--shared-prefix": "TOKENS[:GROUPS]", "--tier-capacity": "TIER=SIZE", "--tier-curve": "TIER[=SIZES]",
+    "--shared-prefix": "TOKENS[:GROUPS]", "--pd-split": "P:D", "--tier-capacity": "TIER=SIZE", "--tier-curve": "TIER[=SIZES]",
     "--tier-link": "TIER=LINK", "--tiers": "TIERS",
 }
 

@@ -4,8 +4,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.out.units import (MAX_BLOCK_TOKENS, MAX_DECODE_TOKENS_PER_S, MAX_GPUS, MAX_OVERLAP_US, MAX_REQUESTS,
-                              MAX_TOKENS, MAX_USD_PER_GPU_HOUR, MIN_DECODE_TOKENS_PER_S, MIN_MFU)
+from kvcalc.out.units import (MAX_BLOCK_TOKENS, MAX_DECODE_TOKENS_PER_S, MAX_GPUS, MAX_OVERLAP_US, MAX_REPLICAS,
+                              MAX_REQUESTS, MAX_TOKENS, MAX_USD_PER_GPU_HOUR, MIN_DECODE_TOKENS_PER_S, MIN_MFU)
 
 P = "Scenario overrides"
 ScenarioOpt = Annotated[Optional[str], typer.Option("--scenario", "-s", help="scenario preset or TOML path "
@@ -21,6 +21,7 @@ MfuOpt = Annotated[Optional[str], typer.Option("--mfu-prefill", help=f"prefill M
 DecodeOpt = Annotated[Optional[float], typer.Option("--decode-tokens-per-s", help=f"decode speed per request [tok/s] ({MIN_DECODE_TOKENS_PER_S:g} to {MAX_DECODE_TOKENS_PER_S:,.0f})", rich_help_panel=P)]
 WarmOpt = Annotated[Optional[bool], typer.Option("--warm/--cold", help="shared segments already cached (warm) or not", show_default=False, rich_help_panel=P)]
 PdLinkOpt = Annotated[Optional[str], typer.Option("--pd-link", help="prefill -> decode link preset or TOML path: disaggregated serving, shows the KV hand-off", rich_help_panel=P)]
+PdSplitOpt = Annotated[Optional[str], typer.Option("--pd-split", help=f"with --pd-link, on the serving model: prefill engines : decode engines (each 1 to {MAX_REPLICAS:,}), each engine --gpus / (P + D) GPUs (e.g. 1:3 or plan's 1P:3D; default: the scenario's pd_split, else 1:1, half and half)", show_default=False, rich_help_panel=P)]
 PdOverlapOpt = Annotated[Optional[float], typer.Option("--pd-overlap-us", help=f"window a speculative prefetch hides the hand-off behind [us] (default: one decode step; at most {MAX_OVERLAP_US:,.0f})", rich_help_panel=P)]
 TtftOpt = Annotated[Optional[str], typer.Option("--ttft-model", help="processor-sharing | fcfs | even-split (the article's): how requests arriving together share prefill compute", show_default=False, rich_help_panel=P)]
 AttnOpt = Annotated[Optional[bool], typer.Option("--attention-flops/--no-attention-flops", help="count attention FLOPs in prefill", show_default=False, rich_help_panel=P)]
@@ -50,13 +51,13 @@ TierCopiesOpt = Annotated[str, typer.Option("--tier-copies", help="coalesced (on
 def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None, mfu=None, decode=None, warm=None,
               attention=None, requests=None, context=None, output=None, shared=None, pd_link=None,
               pd_overlap_us=None, kv_options=None, ttft_model=None, engine=None, engine_sets=None,
-              weights_dtype=None, kv_compression=None):
+              weights_dtype=None, kv_compression=None, pd_split=None):
     """Validate the flags -> scenario.Overrides (InputError naming the flag)."""
     from kvcalc.cli.common import check_weights_dtype
     from kvcalc.cli.engine_opts import engine_input_sets
     from kvcalc.model.attention import KvOptions
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import check_option, option_minimum, parse_fraction, parse_tokens, us_to_s
+    from kvcalc.out.units import check_option, option_minimum, parse_fraction, parse_pd_split, parse_tokens, us_to_s
     from kvcalc.serve.scenario import Overrides
     from kvcalc.serve.ttft import TTFT_MODELS
     from kvcalc.serve.workload import inline_workload, parse_shared_prefix
@@ -89,7 +90,8 @@ def overrides(*, model=None, hardware=None, gpus=None, workload=None, price=None
                      kv_options=kv_options or KvOptions(), pd_link=pd_link,
                      pd_overlap_s=us_to_s(pd_overlap_us) if pd_overlap_us is not None else None,
                      ttft_model=ttft_model, engine=engine, engine_inputs=engine_input_sets(engine, engine_sets),
-                     weights_dtype=check_weights_dtype(weights_dtype), kv_compression=kv_compression)
+                     weights_dtype=check_weights_dtype(weights_dtype), kv_compression=kv_compression,
+                     pd_split=parse_pd_split(pd_split) if pd_split is not None else None)
 
 
 def trace_flags(trace, capacity, block_tokens, skip_bad, workload, requests, context, output, shared, warm,

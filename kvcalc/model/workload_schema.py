@@ -114,6 +114,23 @@ class ScenarioPreset:
     """window a speculative prefetch hides the hand-off behind [us]; absent = one decode step"""
     ttft_model: Literal["processor-sharing", "fcfs", "even-split"] = "processor-sharing"
     """how concurrent requests arriving together share the node's prefill compute (even-split = the article's)"""
+    pd_split: Optional[str] = None
+    """with a pd_link, on the serving model: prefill engines : decode engines, "P:D" (each engine gpus / (P + D)
+    GPUs); absent = half and half (1:1)"""
+    pd_split_source: Optional[str] = None
+    """why this split"""
+
+    def __post_init__(self):
+        if self.pd_split is None:
+            return
+        if self.pd_link is None:
+            raise ValueError("pd_split: only with a pd_link (prefill and decode on separate engines)")
+        from kvcalc.out.errors import InputError
+
+        try:
+            units.parse_pd_split(self.pd_split, "pd_split")
+        except InputError as e:
+            raise ValueError(str(e)) from None
 
 
 PRESET_KINDS = {"workloads": WorkloadPreset, "scenarios": ScenarioPreset}

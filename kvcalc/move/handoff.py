@@ -43,9 +43,10 @@ PD_COLUMNS = (
 )
 
 
-def pd_table(rows: list[dict]):
-    """The 'disaggregation' table of compare/cost."""
+def pd_table(rows: list[dict], title: str = "coalesced copy per request; speculative prefetch hides it behind "
+             "the overlap window"):
+    """The 'disaggregation' table of compare/cost (``title``: what its figures are)."""
     from kvcalc.out.results import Column, Table
 
-    return Table("disaggregation", "Prefill -> decode hand-off (coalesced copy per request; speculative prefetch "
-                 "hides it behind the overlap window)", tuple(Column(*c) for c in PD_COLUMNS), tuple(rows))
+    return Table("disaggregation", f"Prefill -> decode hand-off ({title})", tuple(Column(*c) for c in PD_COLUMNS),
+                 tuple(rows))

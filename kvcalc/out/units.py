@@ -82,6 +82,7 @@ OPTION_BOUNDS = {
     "kv-group-size": (None, MAX_KV_GROUP_SIZE, False),
     "kv-residual-tokens": (None, MAX_TOKENS, True),
     "kv-compression": (1.0, MAX_KV_COMPRESSION, False),  # the article's what-if: a factor >= 1 (1 = none)
+    "pd-split": (None, MAX_REPLICAS, False),  # prefill engines and decode engines, each (--pd-split P:D)
     # a GPU's memory as an engine's log states it [B]: 1 MiB to 1 PB (5e-324 B made --solve answer inf)
     "total-memory": (float(MiB), 1e15, False),
     "ttft-p99": (MIN_LATENCY_TARGET_S, MAX_LATENCY_TARGET_S, False),
@@ -256,6 +257,20 @@ def parse_duration(text: str, what: str = "duration") -> float:
         raise InputError(f"{what}: cannot read {str(text)[:40]!r} as a duration; give a unit: us, ms, s, min, h "
                          "(examples: 2s, 50ms)")
     return _finite_positive(float(m.group(1)) * DURATION_SUFFIXES[m.group(2).lower()], what)
+
+
+_PD_SPLIT_RE = re.compile(r"^\s*([0-9]{1,7})\s*[Pp]?\s*:\s*([0-9]{1,7})\s*[Dd]?\s*$")
+
+
+def parse_pd_split(text: str, what: str = "--pd-split") -> tuple[int, int]:
+    """Parse a prefill/decode split in engines, ``P:D`` or plan's ``PP:DD`` (``1:3``, ``1P:3D``) -> (prefill
+    engines, decode engines), each 1 to MAX_REPLICAS (OPTION_BOUNDS["pd-split"]: engines behind one proxy)."""
+    m = _PD_SPLIT_RE.match(str(text))
+    if not m:
+        raise InputError(f"{what}: cannot read {str(text)[:40]!r} as prefill:decode engines (examples: 1:1, 1:3, "
+                         "1P:3D)")
+    return (int(check_option("pd-split", int(m.group(1)), f"{what} prefill engines")),
+            int(check_option("pd-split", int(m.group(2)), f"{what} decode engines")))
 
 
 def parse_fraction(text: str | float, what: str = "fraction", minimum: float | None = None) -> float:

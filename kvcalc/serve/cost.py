@@ -61,6 +61,7 @@ class CostInputs:
     scenario_name: str = ""               # the scenario the assumptions come from (named in the assumptions)
     decode_model: str = "stated"          # stated: decode_tokens_per_s and MFU; serving: serve/served.py's run
     kv_compression: Optional[float] = None  # the article's section-11 what-if: KV stored, read, moved / FACTOR
+    pd_split: Optional[tuple] = None       # with a pd_link on the serving model: (prefill, decode) engines
 
 
 def kv_budget_bytes_per_gpu(inp: CostInputs, groups) -> float:
@@ -166,13 +167,18 @@ def _strategy(inp: CostInputs, strategy: str, mix: strategies.RequestMix | None 
         from kvcalc.serve.served import CannotServe, served_row
 
         try:
-            row, class_rows, info = served_row(inp, strategy, row, groups, budget_gpu, prior, given)
+            row, class_rows, info = served_row(inp, strategy, row, groups, budget_gpu, prior, given,
+                                               kv_budget_bytes_per_gpu)
         except CannotServe as e:  # the stated closed forms, labelled as such (see _notes)
             row["serving_model_skipped"] = str(e)
     if inp.pd_link is not None:
         from kvcalc.move.handoff import handoff_fields
 
         row |= handoff_fields(row, inp.pd_link_name, inp.pd_link, inp.pd_overlap_s)
+        if info is not None and info["pd"] is not None:  # the run's own hand-offs (serve/served_pd.py)
+            from kvcalc.serve.served_pd import handoff_row
+
+            row |= handoff_row(row, info["pd"])
     return row, class_rows, info
 
 
@@ -232,6 +238,9 @@ def _pd_tables(inp: CostInputs, rows: list[dict]) -> tuple:
         return ()
     from kvcalc.move.handoff import pd_table
 
+    if "pd_handoff_max_s" in rows[0]:  # simulated disaggregated (serve/served_pd.py)
+        return (pd_table(rows, "simulated: one copy per GPU after each prefill, inside TTFT; prefill = the prefill "
+                         "engines' busy time, summed; exposed = what a prefetch would leave"),)
     return (pd_table(rows),)
 
 

@@ -43,6 +43,7 @@ class Overrides:
     ttft_model: Optional[str] = None
     weights_dtype: Optional[str] = None   # --weights-dtype: the linear layers' format (model/weights_dtype.py)
     kv_compression: Optional[float] = None  # --kv-compression: the article's section-11 what-if
+    pd_split: Optional[tuple] = None   # --pd-split P:D, parsed: (prefill engines, decode engines)
 
 
 DERIVED_BASE = "v4-flash-8xh100"
@@ -73,6 +74,7 @@ def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInpu
     pd_ref = o.pd_link or sc.pd_link
     if o.pd_overlap_s is not None and not pd_ref:  # else silently ignored: no hand-off to hide
         raise InputError("--pd-overlap-us: only applies with --pd-link (or a scenario with a pd_link)")
+    split, split_src = _pd_split(o, sc, pd_ref, name)
     dtype = compute_dtype(model.weight_bytes_per_param) if derived else sc.compute_dtype
     if sc.peak_tflops_per_gpu is not None and same_hw:
         peak, peak_src = units.tflops_to_flops(sc.peak_tflops_per_gpu), sc.peak_source or sc.source
@@ -89,8 +91,12 @@ def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInpu
 
     stated = serving_reason(name if not derived else "derived", model, o.decode_tokens_per_s is not None,
                             o.mfu_prefill is not None)
+    if stated and o.pd_split is not None:  # else silently unused
+        raise InputError(f"--pd-split: the prefill/decode engines are simulated on the serving model only, and "
+                         f"this run keeps {stated}")
     return CostInputs(
         decode_model="stated" if stated else "serving", kv_compression=o.kv_compression,
+        pd_split=split if pd_ref and not stated else None,
         model_name=catalog.name_of(model_ref), model=model, scenario_name=f"derived ({name}'s MFU and decode)"
         if derived else catalog.name_of(name), ttft_model=o.ttft_model or sc.ttft_model,
         hardware_name=catalog.name_of(hw_ref), hardware=hw, gpus=o.gpus or sc.gpus,
@@ -115,4 +121,17 @@ def resolve(scenario_ref: Optional[str], o: Overrides = Overrides()) -> CostInpu
                  (sc.decode_source or "roofline")} | ({} if not pd_ref else {
                      "pd": ("--pd-link" if o.pd_link else "the scenario") + ": prefill and decode on separate nodes; "
                            "overlap " + ("given" if (o.pd_overlap_s is not None or sc.pd_overlap_us is not None)
-                                         else "= one decode step")}))
+                                         else "= one decode step"), "pd_split": split_src}))
+
+
+def _pd_split(o: Overrides, sc, pd_ref, name: str) -> tuple[tuple[int, int], str]:
+    """The prefill : decode engines of a disaggregated run and where they come from: --pd-split, the scenario's
+    pd_split, or half and half (1:1) -> ((P, D), source)."""
+    if o.pd_split is not None:
+        if not pd_ref:
+            raise InputError("--pd-split: only applies with --pd-link (or a scenario with a pd_link)")
+        return o.pd_split, "--pd-split"
+    if sc.pd_split is not None:
+        return units.parse_pd_split(sc.pd_split, f"scenario {name}: pd_split"), (
+            f"the scenario's pd_split: {sc.pd_split_source}" if sc.pd_split_source else "the scenario's pd_split")
+    return (1, 1), "half and half (the default: one prefill and one decode engine, each gpus / 2 GPUs)"

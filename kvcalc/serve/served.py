@@ -172,11 +172,12 @@ def spec_of(inp, strategy: str, groups, budget_gpu: float, given: Optional[Given
 
 
 def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: Optional[dict] = None,
-               given: Optional[GivenRequests] = None) -> tuple[dict, list[dict], dict]:
+               given: Optional[GivenRequests] = None, budget_of=None) -> tuple[dict, list[dict], dict]:
     """``row`` (the static figures: tokens, FLOPs, KV) with its times and dollars from the scheduler's run, the
     per-class TTFT rows, and what the run was (pool, limits, step model, counters) -> (row, class rows, info).
     ``prior``: A's info on the same inputs, whose run C reuses when the workload shares no prefix. ``given``: the
-    requests that replace the workload's (a trace's), sent at their own times."""
+    requests that replace the workload's (a trace's), sent at their own times. ``budget_of(inp, groups)``: the
+    KV budget per GPU of other inputs [B] (cost.kv_budget_bytes_per_gpu), for a disaggregated run's engines."""
     import numpy as np
 
     from kvcalc.memory.blocks import paged_bytes_per_token
@@ -189,10 +190,28 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: 
     else:
         r = given.requests
         check_counts(len(r.prompt), int(r.prompt.sum()), int(r.output.sum()))
-    spec, note = spec_of(inp, strategy, groups, budget_gpu, given)
+    pd = None
+    if inp.pd_link is None:
+        spec, note = spec_of(inp, strategy, groups, budget_gpu, given)
+    else:  # disaggregated: each engine's spec and budget (serve/served_pd.py)
+        from kvcalc.serve import served_pd
+
+        one = served_pd.engine_inputs(inp)
+        budget_gpu = budget_of(one, groups)
+        spec, note = spec_of(one, strategy, groups, budget_gpu, given)
     nothing_shared = not inp.workload.shared if given is None else given.requests.keys is None
     if prior is not None and nothing_shared:  # C with no shared segment has nothing to hit: A's run
         m, runs, sm, pool, sch = prior["simulated"]
+        pd = prior["pd"]
+    elif inp.pd_link is not None:
+        try:  # a decode engine holds the longest request's prompt + output (a prefill engine its prompt + 1)
+            _check_longest_fits(spec)
+        except CannotServe as e:  # the split is refused, not run colocated
+            raise served_pd.refused(inp, str(e)) from None
+        try:
+            (m, runs, sm, pool, sch), pd = served_pd.simulate(inp, spec)
+        except ValueError as e:
+            raise CannotServe(str(e)) from None
     else:
         _check_longest_fits(spec)
         try:
@@ -221,6 +240,8 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: 
         "preemptions": m["preemptions"], "peak_running": m["peak_running"], "steps": m["steps"],
         "cached_tokens": m["cached_tokens"], "kv_pool_blocks": pool.num_blocks,
     }
+    if pd is not None:
+        out |= served_pd.row_fields(inp, out, m, groups, spec.trace.prompt, pd, budget_gpu)
     if r.prefill_tokens:  # prefill seconds per token as the run measured them (the break-even's denominator)
         paged = sum(paged_bytes_per_token(g) for g in groups)
         out["breakeven_bandwidth_bytes_per_s"] = breakeven_bandwidth_bytes_per_s(
@@ -238,7 +259,8 @@ def served_row(inp, strategy: str, row: dict, groups, budget_gpu: float, prior: 
             classes.append({"strategy": strategy, "class": label, "requests": int(mine.sum()),
                             "ttft_mean_s": float(np.mean(ttft[mine]))})
     info = {"cal_name": spec.cal_name, "note": note, "engine": spec.engine, "pool": pool, "sch": sch, "sm": sm,
-            "run": r, "spec": spec, "metrics": m, "simulated": (m, runs, sm, pool, sch), "given": given is not None}
+            "run": r, "spec": spec, "metrics": m, "simulated": (m, runs, sm, pool, sch), "given": given is not None,
+            "pd": pd}
     return out, classes, info
 
 
@@ -266,16 +288,27 @@ def notes(inp, rows: list[dict], infos: list[dict]) -> list[str]:
 
     i0 = infos[0]
     pool, sch = i0["pool"], i0["sch"]
+    if i0["pd"] is not None:
+        from kvcalc.serve.served_pd import split_text
+
+        replica = f"disaggregated: {split_text(inp)}"
+    else:
+        replica = f"one {inp.gpus}-way TP replica"
     out = [f"seconds and dollars from the serving model, not a stated rate: {i0['engine']}'s scheduler on "
-           f"{inp.gpus} x {inp.hardware_name} (one {inp.gpus}-way TP replica), calibration {i0['cal_name']} "
+           f"{inp.gpus} x {inp.hardware_name} ({replica}), calibration {i0['cal_name']} "
            "(docs/serving-model.md shows its error on measured runs); "
            + ("every request sent at its trace time" if i0.get("given") else "every request sent at t = 0"),
-           f"KV pool {pool.num_blocks:,} blocks of {pool.block_size} tokens "
+           f"KV pool {pool.num_blocks:,} blocks of {pool.block_size} tokens" + (" per engine "
+                                                                            if i0["pd"] is not None else " ")
            + ("(the ideal KV budget per GPU / the KV bytes of 16 tokens)" if inp.engine == "ideal" else
               f"(the {inp.engine} pool)")
            + f"; limits {sch.max_num_batched_tokens:,} batched tokens and {sch.max_num_seqs:,} sequences per step"]
     if i0["note"]:
         out.append(i0["note"])
+    if i0["pd"] is not None:
+        from kvcalc.serve.served_pd import notes as pd_notes
+
+        out += pd_notes(inp, rows)
     for r in rows:
         label = strategies.STRATEGIES[r["strategy"]]
         waited = "" if r["peak_running"] >= r["requests"] else f"; at most {r['peak_running']:,} of " \
@@ -306,11 +339,16 @@ def explain(inp, rows: list[dict], infos: list[dict]) -> list[str]:
         out += [f"{label}: {r['requests']:,} requests simulated one by one (none sampled), {run.steps:,} steps"
                 + jumped,
                 f"  wall = {fmt_seconds(r['wall_time_s'])}; GPU time = {fmt_seconds(r['wall_time_s'])} x "
-                f"{inp.gpus} GPUs = {r['gpu_seconds']:,.1f} GPU-s; step time split by tokens: prefill "
-                f"{fmt_seconds(run.prefill_time_s)}, decode {fmt_seconds(run.decode_time_s)}",
+                f"{inp.gpus} GPUs = {r['gpu_seconds']:,.1f} GPU-s" + ("" if info["pd"] is not None else
+                f"; step time split by tokens: prefill {fmt_seconds(run.prefill_time_s)}, decode "
+                f"{fmt_seconds(run.decode_time_s)}"),
                 f"  $/M in = {fmt_usd(r['prefill_usd'])} / {r['input_tokens']:,} input tokens x 1e6 = "
                 f"{fmt_usd(r['usd_per_mtok_input'])}; $/M out = {fmt_usd(r['decode_usd'])} / "
                 f"{r['output_tokens']:,} output tokens x 1e6 = {fmt_usd(r['usd_per_mtok_output'])}"]
+        if info["pd"] is not None:
+            from kvcalc.serve.served_pd import explain as pd_explain
+
+            out += pd_explain(inp, r)
     i0 = infos[0]
     return out + explain_lines(i0["sm"], i0["metrics"], i0["spec"], i0["sch"])
 
@@ -331,4 +369,10 @@ def assumptions(inp, info: dict) -> list[dict]:
          "source": "the calibration's vLLM default for the GPU"},
     ] + ([{"assumption": "kv_compression", "value": inp.kv_compression, "kind": "float",
            "source": "--kv-compression: the article's section-11 delta-encoding what-if, an unproven hypothesis"}]
-         if inp.kv_compression else [])
+         if inp.kv_compression else []) + (_pd_assumption(inp) if info["pd"] is not None else [])
+
+
+def _pd_assumption(inp) -> list[dict]:
+    from kvcalc.serve.served_pd import assumption
+
+    return [assumption(inp)]

@@ -17,19 +17,29 @@ from __future__ import annotations
 from kvcalc.model import attention as att
 
 
-def shared_entries(g: att.GroupLayout, context_tokens: int, cached_tokens: int) -> tuple[int, int]:
-    """(dense, compressed) entries per layer of a request's KV that its cached prefix provides [entries]."""
+def _at_least_0(x):
+    """max(0, x) for a number or a numpy array (numpy is imported only when an array is passed)."""
+    if isinstance(x, (int, float)):
+        return max(0, x)
+    import numpy as np
+
+    return np.maximum(x, 0)
+
+
+def shared_entries(g: att.GroupLayout, context_tokens, cached_tokens) -> tuple:
+    """(dense, compressed) entries per layer of a request's KV that its cached prefix provides [entries]; ints or
+    numpy arrays of requests."""
     if g.window_tokens is None:
         dense = cached_tokens
     else:
-        dense = max(0, cached_tokens - max(0, context_tokens - g.window_tokens))
+        dense = _at_least_0(cached_tokens - _at_least_0(context_tokens - g.window_tokens))
     compressed = cached_tokens // g.ratio if g.ratio is not None else 0
     return dense, compressed
 
 
-def shared_bytes(groups: list[att.GroupLayout], context_tokens: int, cached_tokens: int) -> float:
+def shared_bytes(groups: list[att.GroupLayout], context_tokens, cached_tokens):
     """Bytes of one request's KV (L = ``context_tokens``) held elsewhere thanks to its cached prefix of
-    ``cached_tokens`` tokens, summed over layer groups [B]."""
+    ``cached_tokens`` tokens, summed over layer groups [B] (a number, or an array for arrays of requests)."""
     total = 0.0
     for g in groups:
         dense, compressed = shared_entries(g, context_tokens, cached_tokens)
