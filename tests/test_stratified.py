@@ -3,6 +3,7 @@ sampled by hash; at a rate of 1, or with every id in the head, it is the exact c
 
 from __future__ import annotations
 
+from array import array
 from collections import namedtuple
 from pathlib import Path
 
@@ -117,20 +118,32 @@ def test_the_zones_by_hand():
     assert capped._records == {} and capped.marks == 0
 
 
-def test_the_zone_0_ratio_in_the_depth_by_hand():
+def test_the_predicted_repeats_in_the_depth_by_hand():
     # rate 0.5, head = position 0 (ids a, b); s1 sampled, u1, u2 not; requests [a], then [b s1 u1 u2] three times,
     # then [a]. Zones: the first [b ...] has no record (zone 2); the next two match b's marks (u1 at 2, u2 at 3)
-    # up to position 3 = L - 1, so s1, u1, u2 are zone 0 there. Counts (A, a, A0, a0) after each: (3, 1, 0, 0),
-    # (6, 2, 3, 1), (9, 3, 6, 2).
+    # up to position 3 = L - 1, so s1, u1, u2 are zone 0 there: 3 predicted repeats each (1 sampled), keyed at
+    # b's slot in the request before. Counts (A, a) after each [b ...]: (3, 1), (6, 2), (9, 3).
     (s1,), (u1, u2), (a, b) = _ids(True, 1), _ids(False, 2), (1, 2)
     engine = StratifiedLruEngine(0.5, 1, head_positions=1)
     engine.add_records([Req([a], 1, 0)] + [Req([b, s1, u1, u2], 4, 0)] * 3 + [Req([a], 1, 0)])
-    # 2nd b: A = 3, a = 1, s = 1, no zone-0 access since: A - (a - s) / R = 3; depth 1 + 0 + 3 = 4 (true 4)
-    # 3rd b: A = 3, a = 1, A0 = 3, a0 = 1, s = 1: 3 - 3 x 0 / 1 = 3; depth 4 (true 4)
-    # last a: head ids since b (1); A = 9, a = 3, A0 = 6, a0 = 2, s = 1: repeats a - s = 2 scaled by A0 / a0 = 3:
-    #   9 - 6 = 3 distinct (true: s1, u1, u2); depth 1 + 1 + 3 = 5 (true: a, b, s1, u1, u2). The rule without
-    #   zones (s / R = 2, as a - s > s) said 4.
+    # 2nd b: A = 3, a = 1, s = 1, nothing predicted since: A - (a - s) / R = 3; depth 1 + 0 + 3 = 4 (true 4)
+    # 3rd b: the same (the 2nd request's prediction is keyed at b's slot before it, not after): depth 4
+    # last a: head ids since b (1); A = 9, a = 3, s = 1, predicted P = 6, p = 2 (both keyed after a's slot):
+    #   (A - P) - ((a - p) - s) / R = 3 - 0 = 3 distinct (true: s1, u1, u2); depth 1 + 1 + 3 = 5 (true: a, b,
+    #   s1, u1, u2). Without the prediction (a - s = 2 > s: SHARDS' s / R = 2) it said 4.
     assert _head_hits_by_depth(engine.finish()) == {4: 2, 5: 1}
+
+
+def test_a_dead_slots_predicted_repeats_move_to_the_next_live_slot():
+    # renumbering keeps "predicted repeats after slot q" for every live q: a dead slot's count goes to the next
+    # live slot (or past the last)
+    engine = StratifiedLruEngine(0.5, 1)
+    engine._last = {10: 1, 11: 4}
+    engine._repeats = (array("q", [5, 0, 2, 3, 0, 0, 7, 0]), array("q", [1, 0, 0, 1, 0, 0, 2, 0]))
+    engine._renumber()
+    assert engine._last == {10: 0, 11: 1}
+    assert engine._repeats[0][:3].tolist() == [5, 5, 7] and engine._repeats[1][:3].tolist() == [1, 1, 2]
+    assert [engine._repeat_trees[0].after(q) for q in (0, 1)] == [12, 7]  # after old slot 1: 2+3+7; after 4: 7
 
 
 conversations_st = st.lists(st.tuples(st.integers(0, 3), st.integers(1, 6)), min_size=1, max_size=40)

@@ -22,13 +22,18 @@ zone 0 = positions ``<= m`` (in a prefix-hash trace, the blocks that request rea
 taken within a zone, so a wrong zone costs precision, never correctness (rate 1 stays exact).
 
 The depth of a replayed access whose id was last used at ``q`` (before its request) estimates the distinct
-blocks used since: ``1`` (itself) + the head ids used since (exact) + the tail's estimate from ``A`` (tail
-accesses since, an exact count), ``a`` (sampled tail accesses since), ``s`` (sampled tail ids used since) and
-``A0``, ``a0`` (the same two counts of zone-0 accesses): ``A - (a - s) x A0 / a0`` (the accesses less the repeats
-the sample saw, scaled by the zone-0 accesses it drew rather than by 1 / R: a ratio estimate, since in a
-prefix-hash trace the repeats are re-reads of seen blocks); with no sampled zone-0 access since, ``A - (a - s) /
-R`` while the sample shows no more repeats than ids (``a - s <= s``), else ``s / R`` (SHARDS' own estimate); kept
-within ``[s, A]``. A cache below 1 / R blocks is thus read at its own depth. The hit rule is the exact engine's
+blocks used since: ``1`` (itself) + the head ids used since (exact) + the tail's estimate. In a prefix-hash trace
+a block at position ``j`` names its whole prefix, anchor included, so the last request to read it is the last
+with its anchor: a zone-0 access is a repeat since ``q`` exactly when its anchor was used after ``q``. Each
+request's zone-0 accesses (all and sampled) are thus counted at its anchor's previous slot, and ``K``, ``k`` =
+those counted after ``q``: the **predicted repeats**, a control variate. With ``A`` (tail accesses since, an
+exact count), ``a`` (sampled tail accesses since) and ``s`` (sampled tail ids used since), the accesses left
+after the predicted repeats, ``A - K`` (exact) and ``a - k`` (sampled), are read as before:
+``(A - K) - ((a - k) - s) / R`` (the rest less the repeats the sample saw beyond the predicted ones) while those
+are no more than the ids (``a - k - s <= s``), else ``s / R`` (SHARDS' own estimate), kept within ``[s, A]``. Where
+the prediction holds, only its misses are left to the sample; where it fails (not a prefix-hash trace) the
+sample corrects it, as with ``K = k = 0``.
+A cache below 1 / R blocks is thus read at its own depth. The hit rule is the exact engine's
 restricted to the replayed accesses: an access hits at ``C`` blocks when the largest depth among its request's
 replayed accesses up to it (its prefix maximum) is at most ``C``; after a never-seen block, none does. The
 last-use slots sit in one Fenwick tree per stratum (renumbered when full).
@@ -48,7 +53,8 @@ the Mooncake conversation trace's 12,031 requests, 3,349 for the synthetic trace
 distinct blocks) + R x the distinct tail ids + at most ``ceil(8 / R)`` hot ids and ``ceil(16 / R)`` sketch
 counters + the marks (about ``log(L) / log(1.25)`` ids per anchor, at most 2^22 in all: later anchors get no
 record), and a histogram with one row per distinct depth reached (at most the replayed accesses); measured in
-docs/traces.md. Time: one SplitMix64 per access in Python plus O(log n) per replayed access.
+docs/traces.md. Time: one SplitMix64 per access in Python plus O(log n) per replayed access (and per request
+with a zone 0).
 
 This module computes; it never prints.
 """
@@ -57,6 +63,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import bisect_left
 from collections.abc import Sequence
 from operator import itemgetter
 from dataclasses import dataclass, replace
@@ -154,16 +161,18 @@ class _Fenwick:
 
     __slots__ = ("tree", "total")
 
-    def __init__(self, size: int, ones: Sequence[int] = ()):
+    def __init__(self, size: int, ones: Sequence[int] = (), weights: Sequence[int] = ()):
         tree = array("q", bytes(8 * (size + 1)))  # 8 B a slot
         for slot in ones:
             tree[slot + 1] += 1
+        for slot, w in enumerate(weights):
+            tree[slot + 1] += w
         for i in range(1, size + 1):  # O(n) build
             j = i + (i & -i)
             if j <= size:
                 tree[j] += tree[i]
         self.tree = tree
-        self.total = len(ones)
+        self.total = len(ones) + sum(weights)
 
     def add(self, slot: int, value: int) -> None:
         tree = self.tree
@@ -219,11 +228,14 @@ class StratifiedLruEngine:
         self.marks = 0  # [ids] held in the records
         self._last: dict = {}  # replayed id -> the slot of its last use
         self._size = 1024
-        self._slot_counts = tuple(array("q", bytes(8 * 1024)) for _ in range(4))  # per slot, when it was used:
-        # the tail accesses, the sampled ones, the zone-0 ones, the sampled zone-0 ones counted so far
+        self._slot_counts = tuple(array("q", bytes(8 * 1024)) for _ in range(2))  # per slot, when it was used:
+        # the tail accesses and the sampled ones counted so far
         self._trees = (_Fenwick(self._size), _Fenwick(self._size))  # head, sampled tail: live last-use slots
+        self._repeats = tuple(array("q", bytes(8 * 1024)) for _ in range(2))  # per slot: the zone-0 accesses
+        # (all, sampled) whose anchor was last used there before their request (the repeats it predicts)
+        self._repeat_trees = (_Fenwick(self._size), _Fenwick(self._size))  # the same, summed by slot
         self._next_slot = 0
-        self._counts = [0, 0, 0, 0]  # the same four counts, now
+        self._counts = [0, 0]  # the same two counts, now
         self._hist: dict = {}  # depth [blocks] -> the columns of _row
         self.requests = self.input_tokens = self.total_blocks = 0
 
@@ -239,12 +251,12 @@ class StratifiedLruEngine:
             return None
         head_tree, tail_tree = self._trees
         ids = tail_tree.after(slot)  # s: sampled tail ids used since
-        accesses, sampled, zone0, sampled0 = (now - then[slot] for now, then in zip(self._counts, self._slot_counts))
-        repeats = sampled - ids  # a - s
-        if sampled0:  # the repeats scaled by the zone-0 accesses since over the sampled ones (A0 / a0), not 1 / R
-            tail = math.ceil(accesses - zone0 * repeats / sampled0)
-        elif repeats <= ids:
-            tail = math.ceil(accesses - repeats / self.rate)
+        accesses, sampled = (now - then[slot] for now, then in zip(self._counts, self._slot_counts))
+        predicted, predicted_sampled = (tree.after(slot) for tree in self._repeat_trees)  # K, k
+        rest, rest_sampled = accesses - predicted, sampled - predicted_sampled  # A - K, a - k
+        repeats = rest_sampled - ids  # the repeats the sample saw beyond the predicted ones
+        if repeats <= ids:
+            tail = math.ceil(rest - repeats / self.rate)
         else:
             tail = math.ceil(ids / self.rate)
         return 1 + head_tree.after(slot) + min(accesses, max(ids, tail))
@@ -322,20 +334,28 @@ class StratifiedLruEngine:
             column = 0 if stratum == 0 else 2 + 6 * zone
             row[column] += tokens
             row[column + 1] += 1
+        if self._next_slot + len(ids) > self._size:
+            self._renumber(len(ids))  # now, so that no slot moves while the request is counted
+        anchor = self._last.get(ids[self.head_positions - 1]) if 0 < self.head_positions <= len(ids) else None
         counts = self._counts
+        zone0 = [0, 0]  # the request's zone-0 tail accesses, all and sampled
         for h, (stratum, zone) in zip(ids, classes):
             if h in head:
                 stratum = 0  # joined the head earlier in this request
             else:
                 counts[0] += 1
                 counts[1] += stratum == 1
-                if zone == 0:
-                    counts[2] += 1
-                    counts[3] += stratum == 1
             if stratum < 2:
                 self._touch(h, stratum)
             if stratum:
-                self._count(h, stratum, zone)
+                self._count(h, stratum)
+                if zone == 0 and h not in head:  # (not turned hot by this access)
+                    zone0[0] += 1
+                    zone0[1] += stratum == 1
+        if anchor is not None and zone0[0]:
+            for values, tree, n in zip(self._repeats, self._repeat_trees, zone0):
+                values[anchor] += n
+                tree.add(anchor, n)
         self._remember(ids)
 
     def _join_head(self, h) -> None:
@@ -365,7 +385,7 @@ class StratifiedLruEngine:
         for counts, now in zip(self._slot_counts, self._counts):
             counts[slot] = now
 
-    def _count(self, h, stratum: int, zone: int) -> None:
+    def _count(self, h, stratum: int) -> None:
         """Count a tail access in the sketch; a hot id joins the head from this access on."""
         sketch = self._sketch
         self._counted += 1
@@ -383,19 +403,19 @@ class StratifiedLruEngine:
         del sketch[h]
         counts = self._counts  # from now on this access counts as the head's (its own id, exactly)
         counts[0] -= 1
-        counts[2] -= zone == 0
         if stratum == 1:
             counts[1] -= 1
-            counts[3] -= zone == 0
             self._trees[1].add(self._last[h], -1)
             del self._last[h]
         self._head.add(h)
         self._touch(h, 0)
 
-    def _renumber(self) -> None:
-        """Renumber the live slots 0..n-1 in their order, in trees twice their size."""
+    def _renumber(self, room: int = 0) -> None:
+        """Renumber the live slots 0..n-1 in their order, in trees twice their size (and ``room`` free slots at
+        least); a predicted repeat keyed at a dead slot moves to the next live one (the same count after any
+        live slot)."""
         order = sorted(self._last.items(), key=itemgetter(1))
-        self._size = max(1024, 2 * len(order))
+        self._size = max(1024, 2 * len(order), len(order) + room)
         old = self._slot_counts
         self._slot_counts = fresh = tuple(array("q", bytes(8 * self._size)) for _ in old)
         ones = ([], [])
@@ -405,6 +425,14 @@ class StratifiedLruEngine:
                 now[new] = was[slot]
             ones[0 if h in self._head else 1].append(new)
         self._trees = (_Fenwick(self._size, ones[0]), _Fenwick(self._size, ones[1]))
+        live = [slot for _, slot in order]
+        repeats = tuple(array("q", bytes(8 * self._size)) for _ in self._repeats)
+        for was, now in zip(self._repeats, repeats):
+            for slot, n in enumerate(was):
+                if n:
+                    now[bisect_left(live, slot)] += n
+        self._repeats = repeats
+        self._repeat_trees = tuple(_Fenwick(self._size, weights=r) for r in repeats)
         self._next_slot = len(order)
 
     def finish(self, skipped_lines: int = 0) -> StratifiedProfile:
