@@ -99,8 +99,9 @@ def bench(path: Path, rates: list[float], salts: int, points: int, block_tokens:
 
 def cost(path: Path, rates: list[float], block_tokens: int) -> None:
     """Each engine alone over the records in memory: the faster of two runs [s], then tracemalloc's peak."""
-    records = [r for batch, _, _ in read_trace(path, block_tokens).signed_batches() for r in batch]
-    print(f"\n== {path.name}: cost of one engine alone ({len(records):,} requests in memory)")
+    batches = [list(batch) for batch, _, _ in read_trace(path, block_tokens).signed_batches()]
+    print(f"\n== {path.name}: cost of one engine alone ({sum(map(len, batches)):,} requests in memory, "
+          f"fed in the reader's {len(batches)} batches)")
     makers = [("exact (stack depth)", lambda: LruStackEngine(block_tokens))]
     makers += [(f"stratified {r:g}", lambda r=r: StratifiedLruEngine(r, block_tokens)) for r in rates]
     makers += [(f"plain SHARDS {r:g}", lambda r=r: SampledLruEngine(r, block_tokens)) for r in rates]
@@ -109,12 +110,14 @@ def cost(path: Path, rates: list[float], block_tokens: int) -> None:
         for _ in range(2):
             t = time.perf_counter()
             engine = make()
-            engine.add_records(records)
+            for batch in batches:
+                engine.add_records(batch)
             engine.finish()
             seconds.append(time.perf_counter() - t)
         tracemalloc.start()
         engine = make()
-        engine.add_records(records)
+        for batch in batches:
+            engine.add_records(batch)
         answers = engine.finish()
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()

@@ -105,11 +105,11 @@ def test_the_zones_by_hand():
     r1 = [0, 1, 10, 11, 12, 13, 14, 15, 16]  # 9 blocks: marks 10, 11, 12, 13, 14, 16 (positions 2-6, 8)
     assert engine._zones(r1) == (-1, 0)  # no record for anchor 1 yet: all zone 2
     engine.add_records([Req(r1, 36, 0)])
-    assert engine._records[1] == (9, (10, 11, 12, 13, 14, 16)) and engine.marks == 6
+    assert engine._records[1] == (9, array("q", [10, 11, 12, 13, 14, 16])) and engine.marks == 6  # hash(i) == i
     r2 = [0, 1, 10, 11, 12, 99, 98, 97, 96, 95, 94]
     assert engine._zones(r2) == (4, 5)  # matches up to position 4, differs at 5: zone 0 = 2..4, zone 2 = 5..
     engine.add_records([Req(r2, 44, 0)])  # its record replaces r1's: 11 blocks, marks at 2-6, 8, 10
-    assert engine._records[1] == (11, (10, 11, 12, 99, 98, 96, 94)) and engine.marks == 7
+    assert engine._records[1] == (11, array("q", [10, 11, 12, 99, 98, 96, 94])) and engine.marks == 7
     r3 = r2 + [93, 92]
     assert engine._zones(r3) == (10, 10)  # every mark of r2 matches: zone 0 up to 10, past r2's last block zone 2
     assert engine._zones([0, 2] + r2[2:]) == (-1, 0)  # another anchor: no record

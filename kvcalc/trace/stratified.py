@@ -222,7 +222,8 @@ class StratifiedLruEngine:
         self._sketch: dict = {}  # Misra-Gries counts of the tail's ids
         self._counted = 0  # tail accesses the sketch counted
         self._head: set = set()
-        self._records: dict = {}  # anchor id -> (its last request's blocks, that request's ids at MARK_POSITIONS)
+        self._records: dict = {}  # anchor id -> (its last request's blocks, the hashes of that request's ids at
+        # MARK_POSITIONS: 8 B a mark; a hash that collides only misplaces a zone)
         self._mark_cap = mark_cap
         self._mark_positions = _marks_from(head_positions)
         self.marks = 0  # [ids] held in the records
@@ -272,7 +273,7 @@ class StratifiedLruEngine:
         for position, mark in zip(self._mark_positions, marks):
             if position >= len(ids):
                 break
-            if ids[position] != mark:
+            if hash(ids[position]) != mark:
                 first_other = min(first_other, position)
                 break
             matched = position
@@ -285,7 +286,7 @@ class StratifiedLruEngine:
             return
         anchor = ids[p - 1]
         old = self._records.get(anchor)
-        marks = tuple(ids[q] for q in self._mark_positions if q < n) if n > p else ()
+        marks = array("q", [hash(ids[q]) for q in self._mark_positions if q < n]) if n > p else array("q")
         held = self.marks - (len(old[1]) if old else 0) + len(marks)
         if held <= self._mark_cap:
             self._records[anchor] = (n, marks)
