@@ -335,8 +335,9 @@ class StratifiedLruEngine:
             column = 0 if stratum == 0 else 2 + 6 * zone
             row[column] += tokens
             row[column + 1] += 1
-        if self._next_slot + len(ids) > self._size:
-            self._renumber(len(ids))  # now, so that no slot moves while the request is counted
+        room = 2 * len(ids)  # the slots the request may take: one per replayed block, one more per id turned hot
+        if self._next_slot + room > self._size:
+            self._renumber(room)  # now, so that no slot moves while the request is counted
         anchor = self._last.get(ids[self.head_positions - 1]) if 0 < self.head_positions <= len(ids) else None
         counts = self._counts
         zone0 = [0, 0]  # the request's zone-0 tail accesses, all and sampled
