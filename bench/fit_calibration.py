@@ -205,7 +205,7 @@ def write(hw: str, cal, params, rows, text: str) -> None:
              f'tests/fixtures/perf/calibration.csv (GPUStack Performance Lab, {len(sources)} pages: '
              f'{", ".join(sorted({s.split(":")[1].split("@")[0] for s in sources}))} at commit '
              f'{sources[0].split("@")[1][:12]}); L1 fit of |log(predicted / measured)| over output throughput, mean '
-             f'TTFT and mean TPOT, each parameter inside its physical bounds (BOUNDS in the script, cited there); on '
+             f'TTFT and mean TPOT + 1 per point a median |error| is above 15%, each parameter inside its physical bounds (BOUNDS in the script, cited there); on '
              f'those rows: {text}'
              + (f"; {', '.join(unfitted)}: no {hw} row runs it, set to vllm_step_us" if unfitted else "") + '"']
     fields = ("matmul_efficiency_max", "matmul_half_tokens", "matmul_half_width", "attention_efficiency",
