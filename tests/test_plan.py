@@ -72,8 +72,8 @@ def test_every_reported_configuration_meets_its_targets_when_re_run_through_benc
 
 def test_answers_past_the_search_sample_are_re_run_with_their_whole_share():
     # Qwen3-14B, 1,000 prompts of 2,000 / 200 tokens at 10 req/s, p99 TTFT <= 2 s, TPOT <= 60 ms: the search
-    # simulates the first 300 requests per engine; 4 x A100 (TP2 x 2) met the targets on them (p99 TPOT 53.2 ms)
-    # but misses on its whole share of 500 (72.2 ms), so it is not an answer. Every answer's spec is its whole
+    # simulates the first 300 requests per engine; 4 x A100 (TP2 x 2) met the targets on them (p99 TPOT 52.4 ms)
+    # but misses on its whole share of 500 (71.3 ms), so it is not an answer. Every answer's spec is its whole
     # share, and re-run through the bench core it meets the targets.
     from kvcalc.serve.bench import simulate_spec
     from kvcalc.serve.plan_search import row_key
