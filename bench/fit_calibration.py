@@ -6,7 +6,8 @@
 The same parameters for every model on that GPU (no per-model knob): matmul efficiency (max and half-point),
 HBM efficiency, per-sequence cost, each engine's per-step cost (vLLM with and without --async-scheduling) and the
 API front end's per-request and per-prompt-token costs. Objective: the sum over rows and over output throughput,
-mean TTFT and mean TPOT of |log(predicted / measured)| (an L1 fit: a few odd rows do not drag the rest).
+mean TTFT and mean TPOT of |log(predicted / measured)| (an L1 fit: a few odd rows do not drag the rest), + 1 per
+percentage point a metric's median |error| is above the issue's 15% (median_penalty).
 Search: coordinate descent in log space (numpy only): each parameter is multiplied and divided by a factor, an
 improvement is kept, and the factor shrinks (sqrt) after a sweep with none. Every parameter stays inside its
 physical bounds (BOUNDS: a kernel-measured or published figure each), the start is the committed preset clipped
@@ -33,7 +34,7 @@ ENGINE_PARAMS = {"vllm": ("vllm_step_us",), "vllm-async": ("vllm_async_step_us",
                  "trtllm": ("trtllm_step_us",)}
 SHARED = ("matmul_efficiency_max", "matmul_half_tokens", "matmul_half_width", "attention_efficiency",
           "dequant_matmul_efficiency", "hbm_efficiency", "per_sequence_us",
-          "frontend_us_per_request", "frontend_ns_per_input_token")
+          "frontend_us_per_request", "frontend_ns_per_input_token", "kernel_us")
 
 
 def objective(cal, rows, specs=None, stop=math.inf):
@@ -54,7 +55,23 @@ def objective(cal, rows, specs=None, stop=math.inf):
         total += _row_score(r, p)
         if total > stop:
             return math.inf, []
+    total += median_penalty(rows, preds)
     return float(np.float64(total)), preds
+
+
+TARGET_MEDIAN = 0.15      # the issue's must-hold on the calibration rows: median |error| <= 15% per metric
+PENALTY_PER_POINT = 1.0   # added to the objective per percentage point a metric's median is above it
+
+
+def median_penalty(rows, preds) -> float:
+    """The sum of |log error| does not hold each metric's median: a fit can trade one metric's median past the
+    issue's 15% for a lower total. Each point above 15% costs PENALTY_PER_POINT (0 when every median meets it)."""
+    import numpy as np
+
+    from kvcalc.serve import calibration as c
+
+    return sum(PENALTY_PER_POINT * max(0.0, 100 * (float(np.median(np.abs(v))) - TARGET_MEDIAN))
+               for v in c.errors(rows, preds).values() if v)
 
 
 # physical bounds (floor, ceiling) per parameter; a fit past them explains something else than what it names
@@ -75,6 +92,12 @@ BOUNDS = {
     # V0's output processing took 3.4 ms at batch 32 (vllm-project/vllm#6913, Llama-3-70B on 4 x H100: 106 us per
     # sequence), the heaviest per-sequence path; V1 moved it off the step
     "per_sequence_us": (0.0, 106.0),
+    # the fixed time of one kernel beyond its bytes and FLOPs: SGLang's fused MoE for Qwen3-235B-A22B-FP8 at TP 8 on
+    # H200 takes 31.7 us at batch 1 (sgl-project/sglang#11730, its tuning run) for 18.9 MB of expert weights (8 x 3 x
+    # 4,096 x 1,536 / 8 B: 3.9 us at 4.8 TB/s), ~28 us over its 5 kernels (align, two grouped GEMMs, activation,
+    # sum): ~5.6 us each; a 512-byte custom all-reduce on H100, a kernel that moves almost nothing, takes 3.7-5.9 us
+    # at TP 2-8 (sgl-project/sglang#2904); the ceiling is 8 us, a stated margin above both
+    "kernel_us": (0.0, 8.0),
     # frontend_us_per_request: set per GPU from its own rows (frontend_ceiling_us)
 }
 
@@ -86,12 +109,19 @@ def frontend_ceiling_us(rows) -> float:
 
 
 def _set(cal, name, value):
+    """``cal`` with ``name`` = ``value`` inside its bounds; async scheduling only hides work, so vLLM's per-step
+    cost with --async-scheduling is kept at most the one without."""
     if name in BOUNDS:
         lo, hi = BOUNDS[name]
         value = min(max(value, lo), hi)
     if name in INTEGERS:
         value = max(1, int(round(value)))
-    return replace(cal, **{name: value})
+    if name == "vllm_async_step_us":
+        value = min(value, cal.vllm_step_us)
+    out = replace(cal, **{name: value})
+    if name == "vllm_step_us" and out.vllm_async_step_us > value:
+        out = replace(out, vllm_async_step_us=value)
+    return out
 
 
 def _row_score(row, pred) -> float:
@@ -128,7 +158,10 @@ def main() -> int:
     cal = catalog.load("calibration", a.hardware)
     BOUNDS["frontend_us_per_request"] = (0.0, frontend_ceiling_us(rows))
     for name in params:  # the start: the committed preset inside the bounds
-        cal = _set(cal, name, getattr(cal, name))
+        value = getattr(cal, name)
+        if value == 0 and name in BOUNDS and BOUNDS[name][1] > 0:
+            value = BOUNDS[name][1] / 2  # a log-space step cannot move a zero: a new term starts mid-range
+        cal = _set(cal, name, value)
     specs = [c.spec_of(r, cal) for r in rows]
     best, preds = objective(cal, rows, specs)
     print(f"{len(rows)} rows, start {best:.3f}: {summary(rows, preds)}", flush=True)
@@ -172,13 +205,14 @@ def write(hw: str, cal, params, rows, text: str) -> None:
              f'tests/fixtures/perf/calibration.csv (GPUStack Performance Lab, {len(sources)} pages: '
              f'{", ".join(sorted({s.split(":")[1].split("@")[0] for s in sources}))} at commit '
              f'{sources[0].split("@")[1][:12]}); L1 fit of |log(predicted / measured)| over output throughput, mean '
-             f'TTFT and mean TPOT, each parameter inside its physical bounds (BOUNDS in the script, cited there); on '
+             f'TTFT and mean TPOT + 1 per point a median |error| is above 15%, each parameter inside its physical bounds (BOUNDS in the script, cited there); on '
              f'those rows: {text}'
              + (f"; {', '.join(unfitted)}: no {hw} row runs it, set to vllm_step_us" if unfitted else "") + '"']
     fields = ("matmul_efficiency_max", "matmul_half_tokens", "matmul_half_width", "attention_efficiency",
               "dequant_matmul_efficiency", "hbm_efficiency", "per_sequence_us", "vllm_step_us",
               "vllm_async_step_us", "sglang_step_us", "trtllm_step_us", "frontend_us_per_request",
-              "frontend_ns_per_input_token", "vllm_default_max_num_batched_tokens", "vllm_default_max_num_seqs")
+              "frontend_ns_per_input_token", "vllm_default_max_num_batched_tokens", "vllm_default_max_num_seqs",
+              "kernel_us")
     for name in fields:
         v = getattr(cal, name)
         if name in unfitted:
@@ -190,7 +224,7 @@ def write(hw: str, cal, params, rows, text: str) -> None:
             lines.append(f"{name} = {shown!r}")
         else:
             lines.append(f"{name} = {v}")
-    lines[-2] += "  # vLLM arg_utils _set_default_args: A100 and < 70 GiB GPUs 2,048 / 256, else 8,192 / 1,024"
+    lines[-3] += "  # vLLM arg_utils _set_default_args: A100 and < 70 GiB GPUs 2,048 / 256, else 8,192 / 1,024"
     (ROOT / "presets" / "calibration" / f"{hw}.toml").write_text("\n".join(lines) + "\n")
     del c
 

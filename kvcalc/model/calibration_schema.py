@@ -54,6 +54,10 @@ class CalibrationPreset:
     """vLLM's online-server default on this GPU (arg_utils: 8,192 on >= 70 GiB GPUs except A100, else 2,048)"""
     vllm_default_max_num_seqs: SeqCount
     """vLLM's online-server default on this GPU (1,024 on >= 70 GiB GPUs except A100, else 256)"""
+    kernel_us: Annotated[float, Bounds(ge=0, le=1e3)] = 0.0
+    """the fixed time of one GPU kernel of a step beyond its FLOPs and bytes (launch, ramp, tail, under CUDA
+    graphs), paid by each of a layer's kernels every step (kvcalc/serve/step_time.py kernels_per_layer) and by
+    every TP all-reduce on top of the link's latency [us]"""
 
     def __post_init__(self):
         if not self.source.strip():

@@ -143,5 +143,8 @@ def explain_lines(sm, row: dict, spec: BenchSpec, sch) -> list[str]:
                   f"  communication = {t['comm_s'] * 1e3:.3f} ms ({sm.tp}-way TP, 2 all-reduces x {sm.layers} layers)"
                   + (f" + {t['ep_comm_s'] * 1e3:.3f} ms (EP over {sm.a2a_ranks} GPUs, 2 all-to-alls x {sm.layers}"
                      " MoE layers)" if "ep_comm_s" in t else "") + ";"
-                  f" overhead = {t['overhead_s'] * 1e3:.3f} ms -> step {total * 1e3:.3f} ms"]
+                  f" overhead = {t['overhead_s'] * 1e3:.3f} ms" + (
+                      f" (of it the kernel floor, {sm.kernels_per_layer:g} kernels x {sm.layers} layers: "
+                      f"{sm.kernel_floor_s * 1e3:.3f} ms)" if sm.kernel_floor_s else "")
+                  + f" -> step {total * 1e3:.3f} ms"]
     return lines

@@ -31,7 +31,11 @@ chunks of prompts being prefilled. Per GPU:
              of BF16 activations per layer over the scale-up link; none at tp = 1)
              + with --enable-expert-parallel over DP ranks, two all-to-alls per MoE layer (serve/expert_parallel.py,
              which also shards the experts' weights over tp x dp GPUs)
-  overhead = the engine's fixed cost per step (with or without async scheduling) + per_sequence x sequences.
+  overhead = the engine's fixed cost per step (with or without async scheduling) + per_sequence x sequences
+             + the kernel floor: layers x kernels_per_layer x kernel_us (every kernel of a step pays a fixed
+             time beyond its FLOPs and bytes: launch, ramp-up, tail; kernels_per_layer counted from the
+             layer's structure, KERNELS below); each TP all-reduce also pays kernel_us on top of the link's
+             latency (an all-reduce is a kernel too).
 The matmul peak is the dtype the tensor cores really run (weights_dtype.math_dtype: MXFP4 on Hopper and FP8 on
 Ampere run BF16 math). Every function takes numpy arrays: a run of decode steps is one call.
 """
@@ -48,6 +52,19 @@ from kvcalc.serve import compute
 
 ACTIVATION_BYTES = 2  # BF16 activations in the TP all-reduce
 ALL_REDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron-style TP)
+# the kernels one layer launches per step in vLLM/SGLang (their model code: vllm/model_executor/models/llama.py,
+# qwen3.py, deepseek_v2.py, gpt_oss.py; fused elementwise ops counted once), each paying the calibrated kernel_us
+KERNELS = {
+    "attention": 5,   # input norm, QKV GEMM, RoPE + KV-cache write, attention, O GEMM
+    "mla": 10,        # input norm, fused q_a/kv_a GEMM, q_a and kv_a norms, q_b GEMM, RoPE + cache write,
+                      # W_UK bmm, MLA attention, W_UV bmm, O GEMM (deepseek_v2.py, MLA decode in the latent)
+    "indexer": 4,     # DSA/CSA lightning indexer: its key GEMM, weights GEMM, fp8_mqa_logits, top-k
+    "mlp": 4,         # post-attention norm, gate_up GEMM, activation, down GEMM
+    "moe": 8,         # post-attention norm, router GEMM, top-k, align/sort, grouped gate_up, activation,
+                      # grouped down, combine (fused_moe)
+}
+# GEMMs with FP8 weights per block: each has one activation-quantisation kernel before it (per-token-group FP8)
+FP8_GEMMS = {"attention": 2, "mla": 3, "mlp": 2, "moe": 2}
 ENGINE_STEP_FIELDS = {"vllm": "vllm_step_us", "vllm-async": "vllm_async_step_us", "sglang": "sglang_step_us",
                       "trtllm": "trtllm_step_us"}
 
@@ -117,6 +134,9 @@ class StepModel:
                                   # the indexer's peak [BF16-attention-equivalent FLOP per indexed entry]
     decode_attn_coef: tuple = ()  # per group, a decode query's FLOP per attended entry (MLA: in the latent);
                                   # () = attn_coef
+    kernel_floor_s: float = 0.0   # the kernel floor, already inside step_overhead_s: layers x kernels_per_layer x
+                                  # kernel_us [s] (kept apart for --explain)
+    kernels_per_layer: float = 0.0  # the kernels one layer launches per step (KERNELS, mean over the layers)
 
     # ---------------------------------------------------------------- terms
 
@@ -336,6 +356,9 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
 
     def width(n: float) -> float:
         return n / (n + cal.matmul_half_width)
+    kernels = kernels_per_layer(groups, bool(experts), math == "fp8")
+    kernel_s = units.us_to_s(cal.kernel_us)
+    floor_s = kernels * layers * kernel_s
     return StepModel(
         tp=tp, dense_params=max(dense, 0.0), expert_active_params=expert_active, head_params=float(head),
         dense_weight_bytes=max(dense_bytes, 0.0), expert_weight_bytes=expert_bytes, experts=experts, top_k=k,
@@ -344,10 +367,28 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         matmul_peak=hw.peak_flops(math), attn_peak=attn_peak,
         hbm_bytes_per_s=hw.hbm_bandwidth_bytes_per_s, layers=sum(g.layers for g in groups),
         hidden=model.hidden_size or 0,
-        link_latency_s=link.latency_s if link else 0.0,
+        link_latency_s=(link.latency_s if link else 0.0) + kernel_s,
         link_bytes_per_s=link.bandwidth_bytes_per_s() if link else 1.0,
         eff_max=cal.matmul_efficiency_max, half_tokens=float(cal.matmul_half_tokens), hbm_eff=cal.hbm_efficiency,
-        step_overhead_s=units.us_to_s(overhead_us), per_sequence_s=units.us_to_s(cal.per_sequence_us),
+        step_overhead_s=units.us_to_s(overhead_us) + floor_s, per_sequence_s=units.us_to_s(cal.per_sequence_us),
         math_dtype=math, attn_eff=cal.attention_efficiency, dense_width=width(dense_n), expert_width=width(expert_n),
         dense_dequant=dense_slow, expert_dequant=slow, indexer_coef=idx_coef,
-        decode_attn_coef=tuple(decode_coef) if decode_coef != coef else ())
+        decode_attn_coef=tuple(decode_coef) if decode_coef != coef else (), kernel_floor_s=floor_s,
+        kernels_per_layer=kernels)
+
+
+def kernels_per_layer(groups, moe: bool, fp8: bool) -> float:
+    """The kernels one layer launches per step, the mean over ``groups`` weighted by their layers: its attention
+    block (MLA's 10 where the group is MLA or DSA, + 4 for a sparse indexer, else 5; a linear/Mamba mixer counts
+    as an attention block) + its MLP block (MoE 8, dense 4; every layer of an MoE model counted as MoE: DeepSeek
+    V3's 3 dense layers of 61 are not told apart) + one activation-quantisation kernel per FP8 GEMM [kernels]."""
+    total = layers = 0
+    mlp = "moe" if moe else "mlp"
+    for g in groups:
+        attn = "mla" if g.kind in ("mla", "dsa") else "attention"
+        n = KERNELS[attn] + KERNELS[mlp] + (KERNELS["indexer"] if g.indexer_heads else 0)
+        if fp8:
+            n += FP8_GEMMS[attn] + FP8_GEMMS[mlp]
+        total += n * g.layers
+        layers += g.layers
+    return total / layers if layers else 0.0
