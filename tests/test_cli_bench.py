@@ -88,6 +88,9 @@ def test_options_change_what_they_should():
     (["--engine", "tgi"], ["--engine", "vllm"]),
     (["--weights-dtype", "fp7"], ["--weights-dtype", "mxfp4"]),
     (["--request-rate", "fast"], ["--request-rate"]),
+    # a rate near the smallest float: plan splits it over replicas, where it underflowed to 0 (ZeroDivisionError,
+    # exit 3, hostile run seed 66); below 1e-6 req/s (one request per 11.6 days) it is refused
+    (["--request-rate", "5e-324"], ["--request-rate", "absurdly small", "1e-06"]),
     (["--shared-prefix", "4k:x"], ["--shared-prefix", "groups"]),
     (["--num-prompts", "0"], ["--num-prompts"]),
     (["--kv-compression", "0.5"], ["--kv-compression"]),

@@ -191,6 +191,8 @@ def test_a_workload_plans():
     (["--hardware", "h100-sxm,h100-sxm"], "twice"), (["--rate-scale", "2"], "only applies with --trace"),
     (["--router", "prefix"], "only applies with"), (["--strategy", "A"], "--strategy"),
     (["--hardware", "h100"], "h100"),
+    # split over replicas, 5e-324 req/s underflowed to 0: ZeroDivisionError, exit 3 (hostile run, seed 66)
+    (["--request-rate", "5e-324", "--max-gpus", "4"], "absurdly small"),
 ])
 def test_bad_options_exit_2_with_one_line(args, needle):
     r = run_cli("plan", "--model", "qwen3-14b", "--num-prompts", "10", *args)

@@ -35,7 +35,7 @@ def bench(
     input_len: Annotated[str, typer.Option("--random-input-len", help="prompt tokens per request", rich_help_panel=C)] = "1024",
     output_len: Annotated[str, typer.Option("--random-output-len", help="output tokens per request (as with --ignore-eos)", rich_help_panel=C)] = "128",
     num_prompts: Annotated[int, typer.Option("--num-prompts", help=f"requests (at most {MAX_BENCH_PROMPTS:,}; with --trace: the trace's first N)", rich_help_panel=C)] = 1000,
-    request_rate: Annotated[str, typer.Option("--request-rate", help="inf (all at t = 0) or requests/s (Poisson arrivals)", rich_help_panel=C)] = "inf",
+    request_rate: Annotated[str, typer.Option("--request-rate", help="inf (all at t = 0) or requests/s (Poisson arrivals; 1e-6 to 1e9)", rich_help_panel=C)] = "inf",
     max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="client-side cap on requests in flight", rich_help_panel=C)] = None,
     shared_prefix: Annotated[Optional[str], typer.Option("--shared-prefix", help="TOKENS[:GROUPS]: a prefix of TOKENS before every prompt, one per group (vllm's --random-prefix-len with groups)", rich_help_panel=C)] = None,
     trace: Annotated[Optional[str], typer.Option("--trace", help="request trace instead of the random dataset: arrivals and lengths, and hash ids (prefix reuse) where the format has them: Mooncake JSONL, full-block JSONL, kv-cache-tester JSON, Azure or BurstGPT CSV (lengths only); .gz/.zst too", rich_help_panel=C)] = None,

@@ -5,9 +5,8 @@ import sys
 
 
 def _rate(text: str) -> float:
-    from kvcalc.out.units import MAX_REQUEST_RATE
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import check_positive
+    from kvcalc.out.units import MAX_REQUEST_RATE, MIN_REQUEST_RATE, check_positive
 
     t = str(text).strip().lower()
     if t == "inf":
@@ -16,7 +15,7 @@ def _rate(text: str) -> float:
         value = float(t)
     except ValueError:
         raise InputError(f"--request-rate: cannot read {str(text)[:40]!r}: give inf or requests per second") from None
-    return check_positive(value, "--request-rate", limit=MAX_REQUEST_RATE)
+    return check_positive(value, "--request-rate", limit=MAX_REQUEST_RATE, minimum=MIN_REQUEST_RATE)
 
 
 def _shared(text, input_len: int):

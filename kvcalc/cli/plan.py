@@ -28,7 +28,7 @@ def plan(
     input_len: Annotated[str, typer.Option("--random-input-len", help="prompt tokens per request", rich_help_panel=T)] = "1024",
     output_len: Annotated[str, typer.Option("--random-output-len", help="output tokens per request", rich_help_panel=T)] = "128",
     num_prompts: Annotated[int, typer.Option("--num-prompts", help=f"requests (at most {MAX_PLAN_PROMPTS:,}; with --trace: the trace's first N)", rich_help_panel=T)] = 1000,
-    request_rate: Annotated[str, typer.Option("--request-rate", help="inf (all at t = 0) or requests/s (Poisson arrivals), for all replicas together", rich_help_panel=T)] = "inf",
+    request_rate: Annotated[str, typer.Option("--request-rate", help="inf (all at t = 0) or requests/s (Poisson arrivals; 1e-6 to 1e9), for all replicas together", rich_help_panel=T)] = "inf",
     max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="client-side cap on requests in flight, for all replicas together", rich_help_panel=T)] = None,
     shared_prefix: Annotated[Optional[str], typer.Option("--shared-prefix", help="TOKENS[:GROUPS]: a prefix before every prompt, one per group", rich_help_panel=T)] = None,
     workload: Annotated[Optional[str], typer.Option("--workload", help="workload preset or TOML path (its classes and shared prefixes) instead of the random dataset", rich_help_panel=T)] = None,

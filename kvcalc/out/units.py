@@ -39,8 +39,10 @@ SECONDS_PER_HOUR = 3600.0
 MAX_TOKENS = 2**40               # a context or output length [tokens] (1,099,511,627,776; 1M-token windows today)
 MAX_CAPACITY_TOKENS = 2**50      # a cache capacity [tokens]
 MAX_GPUS = 1_000_000             # GPUs in one deployment
-MAX_BENCH_PROMPTS = 10**6        # requests in one simulated kvcalc bench run (10^5 take ~20 s on a 2-core machine)
+MAX_BENCH_PROMPTS = 10**6        # requests in one simulated kvcalc bench run (10^5 take 2-3 CPU-s on a 2-core machine)
 MAX_REQUEST_RATE = 1e9          # requests per second (kvcalc bench --request-rate)
+MIN_REQUEST_RATE = 1e-6         # requests per second: one request per 11.6 days; plan splits it over replicas, and
+# a rate near the smallest float would underflow to 0 there
 MAX_KV_COMPRESSION = 1e4        # kvcalc --kv-compression: the article's what-if factor
 MAX_REPLICAS = 1024              # replicas behind one router (kvcalc trace --replicas), each its own cache
 MAX_REQUESTS = 10**12            # requests in one workload or batch
