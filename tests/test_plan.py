@@ -193,6 +193,9 @@ def test_a_workload_plans():
     (["--hardware", "h100"], "h100"),
     # split over replicas, 5e-324 req/s underflowed to 0: ZeroDivisionError, exit 3 (hostile run, seed 66)
     (["--request-rate", "5e-324", "--max-gpus", "4"], "absurdly small"),
+    # a request past the model's context (Qwen3-14B: 40,960) is refused before any step: a 2^30-token output
+    # stepped a one-request pool dry on every candidate, 21 s (the hostile run's 20 s limit, seed 67)
+    (["--random-input-len", "1", "--random-output-len", "1g"], "exceeds qwen3-14b's max_context_tokens (40,960)"),
 ])
 def test_bad_options_exit_2_with_one_line(args, needle):
     r = run_cli("plan", "--model", "qwen3-14b", "--num-prompts", "10", *args)

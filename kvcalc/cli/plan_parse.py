@@ -131,6 +131,11 @@ def parse_and_run(ctx, a: dict) -> None:
         max_len = longest
     else:
         max_len = input_len + shared_tokens + output_len
+    context = model.max_context_tokens
+    if requests is None and context and max_len > context:  # every random request is this long: none is served
+        raise InputError("--random-input-len + --random-output-len" + (" + --shared-prefix" if shared_tokens else "")
+                         + f": {max_len:,} tokens exceeds {model_name}'s max_context_tokens ({context:,}); the "
+                         "engine refuses such a request")
     template = BenchSpec(model_name=model_name, model=model, hw_name="", hw=None, link=None, cal=None, cal_name="",
                          input_len=input_len, output_len=output_len, num_prompts=n, request_rate=rate,
                          max_concurrency=conc, max_model_len=max_len, prefix_caching=caching,
