@@ -58,3 +58,12 @@ def test_cache_capacities_are_decimal():
     for bad in ("-3m", "0", "nan", "3q", "1.5"):
         with pytest.raises(InputError):
             units.parse_token_capacity(bad)
+
+
+def test_fmt_ms_is_seconds_in_milliseconds_with_the_given_format():
+    from kvcalc.out.units import fmt_ms
+
+    # 0.0116712 s = 11.6712 ms; the derivation lines of bench --explain print 3 decimals, plan's targets %g
+    assert fmt_ms(0.0116712) == "11.671 ms"
+    assert fmt_ms(0.05, "g") == "50 ms" and fmt_ms(2.0, "g") == "2000 ms"
+    assert fmt_ms(1.23456, ",.1f") == "1,234.6 ms"

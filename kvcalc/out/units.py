@@ -354,6 +354,12 @@ def fmt_bytes_exact(n: float) -> str:
     return f"{int(round(n)):,} B"
 
 
+def fmt_ms(s: float, spec: str = ".3f") -> str:
+    """Seconds -> milliseconds with a fixed format (``spec``, e.g. ".3f", ",.1f", "g"), for derivation lines whose
+    terms must line up in one unit: fmt_ms(0.0116712) -> "11.671 ms"."""
+    return f"{s * 1e3:{spec}} ms"
+
+
 def fmt_seconds(s: float) -> str:
     """Seconds -> s / ms / us / ns text."""
     if s is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from kvcalc.out.results import Column, LazyLines, Result, Table
+from kvcalc.out.units import fmt_ms
 from kvcalc.serve.bench import BenchSpec, simulate_spec
 
 COLUMNS = (
@@ -137,14 +138,14 @@ def explain_lines(sm, row: dict, spec: BenchSpec, sch) -> list[str]:
         ep = f" (the experts' share / {sm.ep} EP GPUs x {sm.tp})" if sm.ep else ""
         lines += [f"{what}:",
                   f"  compute = 2 x ({sm.dense_params:.4g} dense + {sm.expert_active_params:.4g} expert) params x "
-                  f"{tokens:,} tokens / eff + {attn:.4g} attention FLOP = {t['compute_s'] * 1e3:.3f} ms",
+                  f"{tokens:,} tokens / eff + {attn:.4g} attention FLOP = {fmt_ms(t['compute_s'], '.3f')}",
                   f"  memory = ({sm.dense_weight_bytes:.4g} + {sm.expert_weight_bytes:.4g} x touched share{ep}) B / "
-                  f"{sm.tp} + {kv:.4g} B KV per GPU = {t['memory_s'] * 1e3:.3f} ms{experts}",
-                  f"  communication = {t['comm_s'] * 1e3:.3f} ms ({sm.tp}-way TP, 2 all-reduces x {sm.layers} layers)"
-                  + (f" + {t['ep_comm_s'] * 1e3:.3f} ms (EP over {sm.a2a_ranks} GPUs, 2 all-to-alls x {sm.layers}"
+                  f"{sm.tp} + {kv:.4g} B KV per GPU = {fmt_ms(t['memory_s'], '.3f')}{experts}",
+                  f"  communication = {fmt_ms(t['comm_s'], '.3f')} ({sm.tp}-way TP, 2 all-reduces x {sm.layers} layers)"
+                  + (f" + {fmt_ms(t['ep_comm_s'], '.3f')} (EP over {sm.a2a_ranks} GPUs, 2 all-to-alls x {sm.layers}"
                      " MoE layers)" if "ep_comm_s" in t else "") + ";"
-                  f" overhead = {t['overhead_s'] * 1e3:.3f} ms" + (
+                  f" overhead = {fmt_ms(t['overhead_s'], '.3f')}" + (
                       f" (of it the kernel floor, {sm.kernels_per_layer:g} kernels x {sm.layers} layers: "
-                      f"{sm.kernel_floor_s * 1e3:.3f} ms)" if sm.kernel_floor_s else "")
-                  + f" -> step {total * 1e3:.3f} ms"]
+                      f"{fmt_ms(sm.kernel_floor_s, '.3f')})" if sm.kernel_floor_s else "")
+                  + f" -> step {fmt_ms(total, '.3f')}"]
     return lines

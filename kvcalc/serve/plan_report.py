@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from kvcalc.out.results import Column, LazyLines, Result, Table
+from kvcalc.out.units import fmt_ms
 from kvcalc.serve.plan_search import Plan, frontier, row_key
 from kvcalc.serve.plan_space import PLAN_SAMPLE, Targets, Traffic
 
@@ -122,8 +123,8 @@ def plan_result(plan: Plan, targets: Targets, traffic: Traffic, inputs: dict, no
     extra.append(Table("frontier", "Pareto frontier of the simulated configurations (tok/s per user vs output "
                        "tok/s per GPU)", shown_columns(FRONTIER), tuple(front)))
     return Result(command="plan", inputs=inputs,
-                  main=Table("plan", f"Cheapest deployments meeting p99 TTFT <= {targets.ttft_p99_s * 1e3:g} ms and "
-                             f"p99 TPOT <= {targets.tpot_p99_s * 1e3:g} ms", shown_columns(COLUMNS), rows),
+                  main=Table("plan", f"Cheapest deployments meeting p99 TTFT <= {fmt_ms(targets.ttft_p99_s, 'g')} and "
+                             f"p99 TPOT <= {fmt_ms(targets.tpot_p99_s, 'g')}", shown_columns(COLUMNS), rows),
                   extra=tuple(extra), explain=LazyLines(lambda: explain_lines(plan, targets)),
                   notes=tuple(out_notes))
 
@@ -134,7 +135,7 @@ def explain_lines(plan: Plan, targets: Targets) -> list[str]:
              "memory/engine_vllm.py) must hold the longest request; TPOT >= one step of one decode token with no KV "
              "read (weights / (HBM x efficiency) + communication + fixed costs); TTFT >= front end + the request's "
              "own uncached prefill as one step + a fixed cost per further chunk",
-             f"targets: p99 TTFT <= {targets.ttft_p99_s * 1e3:g} ms, p99 TPOT <= {targets.tpot_p99_s * 1e3:g} ms"]
+             f"targets: p99 TTFT <= {fmt_ms(targets.ttft_p99_s, 'g')}, p99 TPOT <= {fmt_ms(targets.tpot_p99_s, 'g')}"]
     for r in plan.rejected:
         ratio = "" if r["miss_ratio"] is None else f"; {r['miss_ratio']:.3g}x the target"
         pd = _pd_words(r)
@@ -157,8 +158,8 @@ def _pd_words(r: dict) -> str:
 
 def miss_line(plan: Plan, targets: Targets, max_gpus: int) -> str:
     """The one line of an impossible plan: the closest configuration and what it misses by."""
-    head = (f"plan: no configuration within {max_gpus} GPUs meets p99 TTFT <= {targets.ttft_p99_s * 1e3:g} ms and "
-            f"p99 TPOT <= {targets.tpot_p99_s * 1e3:g} ms")
+    head = (f"plan: no configuration within {max_gpus} GPUs meets p99 TTFT <= {fmt_ms(targets.ttft_p99_s, 'g')} and "
+            f"p99 TPOT <= {fmt_ms(targets.tpot_p99_s, 'g')}")
     c = plan.closest
     if c is not None:
         misses = []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from kvcalc.out.units import fmt_ms
 from kvcalc.serve.plan_space import Candidate, Family, Targets, Traffic, candidates, family_bounds, replica_spec
 
 
@@ -185,10 +186,10 @@ def prune(fams: list[Family], traffic: Traffic, targets: Targets):
             rejected.append(_reject(f, "memory", f"{what}; the longest request needs {b.need_blocks:,} blocks",
                                     None))  # not a latency: the blocks say by how much
         elif b.tpot_floor_s > targets.tpot_p99_s:
-            rejected.append(_reject(f, "TPOT", f"floor {b.tpot_floor_s * 1e3:,.2f} ms (one decode step: weights "
+            rejected.append(_reject(f, "TPOT", f"floor {fmt_ms(b.tpot_floor_s, ',.2f')} (one decode step: weights "
                                     "read + fixed costs) > target", b.tpot_floor_s / targets.tpot_p99_s))
         elif b.ttft_floor_s > targets.ttft_p99_s:
-            rejected.append(_reject(f, "TTFT", f"floor {b.ttft_floor_s * 1e3:,.1f} ms (front end + own prefill) > "
+            rejected.append(_reject(f, "TTFT", f"floor {fmt_ms(b.ttft_floor_s, ',.1f')} (front end + own prefill) > "
                                     "target", b.ttft_floor_s / targets.ttft_p99_s))
         else:
             left.append(f)
