@@ -152,3 +152,36 @@ def test_bench_router_options():
     ll = bench_json("--trace", str(AZURE), "--gpus", "2", "--dp", "2", "--router", "least-loaded")
     px = bench_json("--trace", str(AZURE), "--gpus", "2", "--dp", "2", "--router", "prefix")
     assert ll["results"] == px["results"]
+
+
+BURST1 = AZURE.parent / "burstgpt_1_head400.csv"
+
+
+def test_bench_refuses_or_skips_burstgpt_failed_requests():
+    # BurstGPT's failed requests (0 request and 0 response tokens) are bad lines, not 1-token requests: the first
+    # is at line 22 of the real excerpt; --skip-bad serves the other 383 rows, whose totals are hand-counted
+    # (awk -F, 'NR>1 && $3>0 && $4>0': 208,189 request and 110,612 response tokens)
+    assert_bad_input(run_cli(*BENCH, "--trace", str(BURST1)), "burstgpt_1_head400.csv:22:", "0 input", "--skip-bad")
+    d = bench_json("--trace", str(BURST1), "--skip-bad")
+    row = d["results"][0]
+    assert (row["completed"], row["total_input_tokens"], row["total_output_tokens"]) == (383, 208_189, 110_612)
+    assert any(n.startswith("--skip-bad: 17 bad trace lines left out (first: ") and ":22: a request of 0" in n
+               and not n.endswith("leaves such rows out)") for n in d["notes"])
+    assert_bad_input(run_cli(*BENCH, "--skip-bad"), "--skip-bad", "--trace")
+
+
+def test_plan_reads_the_lengths_only_csvs():
+    # before: plan --trace on a lengths-only CSV routed None keys (TypeError, exit 3)
+    r = run_cli("plan", "--model", "qwen3-14b", "--trace", str(AZURE), "--num-prompts", "50", "--format", "json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["inputs"]["num_prompts"] == 50
+    assert_bad_input(run_cli("plan", "--model", "qwen3-14b", "--trace", str(BURST1)), ":22:", "--skip-bad")
+    r = run_cli("plan", "--model", "qwen3-14b", "--trace", str(BURST1), "--skip-bad", "--num-prompts", "100",
+                "--router", "least-loaded", "--format", "json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    # the first 100 good rows of the excerpt come from its first 106 lines: 5 failed rows among them (lines 22,
+    # 40, 42, 43 and 83), the count of those read before the 100th good one
+    assert d["inputs"]["num_prompts"] == 100
+    assert any(n.startswith("--skip-bad: 5 bad trace lines left out") for n in d["notes"])
+    assert_bad_input(run_cli("plan", "--model", "qwen3-14b", "--skip-bad"), "--skip-bad")

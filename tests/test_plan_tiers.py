@@ -104,7 +104,8 @@ def test_a_tiered_answer_re_run_through_the_bench_core_gives_the_same_figures():
     from functools import partial
 
     m = catalog.load_model("qwen3-14b")
-    req = plan_requests(str(TRACE), 80, 512)
+    req, skipped = plan_requests(str(TRACE), 80, 512)
+    assert skipped is None  # no bad lines: no note
     tmpl = BenchSpec("qwen3-14b", m, "", None, None, None, "", prefix_caching=True,
                      max_model_len=int((req.prompt + req.output).max()))
     tiers = partial(apply_tiers, tiers=PlanTiers(("hbm", "dram"), {"hbm": "100k"}))

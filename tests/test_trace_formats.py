@@ -23,6 +23,8 @@ FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 KVT = [FIXTURES / "kv_cache_tester_trace_0002.json", FIXTURES / "kv_cache_tester_trace_0291.json"]
 AZURE = FIXTURES / "azure_llm_inference_conv_2023_head500.csv"
 MOONCAKE_HEAD = FIXTURES / "mooncake_synthetic_head400.jsonl"
+BURST1 = FIXTURES / "burstgpt_1_head400.csv"
+BURST3 = FIXTURES / "burstgpt_3_head118.csv"
 
 
 def brute_lru(requests, capacity_blocks, block_tokens):
@@ -109,28 +111,58 @@ def test_azure_csv_lengths_and_arrivals():
 
 
 def test_burstgpt_csv(tmp_path):
-    # rows after BurstGPT's documented schema (no real excerpt: see fixtures/traces/README.md)
+    # the real excerpt: the first 400 rows of BurstGPT_1 (fixtures/traces/README.md)
+    assert detect_format(BURST1) == "burstgpt-csv"
+    # row 1 is "5,ChatGPT,472,18,...", row 2 "45,ChatGPT,1087,230,...": 40 s = 40,000 ms apart
+    rows = list(read_requests(BURST1, skip_bad=True))
+    assert [r[:3] for r in rows[:2]] == [(0.0, 472, 18), (40_000.0, 1087, 230)]
     path = tmp_path / "burst.csv"
-    path.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
-                    "5,ChatGPT,472,18,490,Conversation log\n45.5,GPT-4,1087,230,1317,API log\n")
-    assert detect_format(path) == "burstgpt-csv"
-    rows = list(read_requests(path))
-    assert [r[:3] for r in rows] == [(0.0, 472, 18), (40_500.0, 1087, 230)]
     path.write_text("Timestamp,Model,Request tokens,Response tokens\n5,ChatGPT,-3,18\n")
     with pytest.raises(InputError, match=r"burst.csv:2: input tokens"):
         list(read_requests(path))
 
 
-def test_burstgpt_3_schema_with_inserted_columns(tmp_path):
-    # BurstGPT_3 inserts Session ID and Elapsed time after Timestamp (HPMLL/BurstGPT README, "Schema"); rows
-    # written after it (no verifiable real excerpt: see fixtures/traces/README.md). Only API logs lack a session.
-    path = tmp_path / "burst3.csv"
-    path.write_text("Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
-                    "100.0,a1,43,GPT-4,906,446,1352,Conversation log\n"
-                    "151.0,,2,ChatGPT,36,29,65,API log\n"
-                    "182.5,a1,8,GPT-4,1779,0,1779,Conversation log\n")  # a failure: 0 response tokens
-    assert detect_format(path) == "burstgpt-csv"
-    assert [r[:3] for r in read_requests(path)] == [(0.0, 906, 446), (51_000.0, 36, 29), (82_500.0, 1779, 0)]
+def test_burstgpt_failed_requests_are_bad_lines():
+    # BurstGPT logs a failed request as 0 request and 0 response tokens: 17 of the excerpt's 400 rows, the first
+    # at line 22 ("1106,ChatGPT,0,0,0,Conversation log"). Refused with the line, or left out with skip_bad.
+    with pytest.raises(InputError, match=r"burstgpt_1_head400.csv:22: a request of 0 input and 0 output tokens"):
+        list(read_requests(BURST1))
+    reader = open_trace(BURST1, trace_format="auto", skip_bad=True)
+    rows = list(reader)
+    # hand count (awk -F, 'NR>1 && $3>0 && $4>0'): 383 rows, 208,189 request and 110,612 response tokens
+    assert (len(rows), reader.skipped_lines) == (383, 17)
+    assert sum(r.input_length for r in rows) == 208_189 and sum(r.output_length for r in rows) == 110_612
+    assert rows[-1].timestamp_ms == (37274 - 5) * 1000.0  # the last row, 37,274 s, after the first, 5 s
+    assert "burstgpt_1_head400.csv:22:" in reader.first_problem
+
+
+def test_burstgpt_3_schema_with_inserted_columns():
+    # BurstGPT_3 inserts Session ID and Elapsed time after Timestamp (the real excerpt: its first 118 rows, three
+    # API logs without a session id among them, and one failed request at line 117)
+    assert detect_format(BURST3) == "burstgpt-csv"
+    reader = open_trace(BURST3, trace_format="auto", skip_bad=True)
+    rows = list(reader)
+    # row 1 "19440110.0,...,GPT-4,906,446", row 2 "19440161.0,...,ChatGPT,36,29": 51 s apart
+    assert [r[:3] for r in rows[:2]] == [(0.0, 906, 446), (51_000.0, 36, 29)]
+    # hand count (awk -F, 'NR>1 && $5>0 && $6>0'): 117 rows, 125,737 request and 22,747 response tokens
+    assert (len(rows), reader.skipped_lines, sum(r.input_length for r in rows)) == (117, 1, 125_737)
+    assert sum(r.output_length for r in rows) == 22_747
+    with pytest.raises(InputError, match=r"burstgpt_3_head118.csv:117: a request of 0 input"):
+        list(read_requests(BURST3))
+
+
+def test_the_burstgpt_excerpts_are_the_cited_bytes():
+    import hashlib
+
+    # BurstGPT_1's excerpt is byte for byte the cited slice (its sha256 in fixtures/traces/README.md)
+    assert hashlib.sha256(BURST1.read_bytes()).hexdigest() == (
+        "7865fda5dac50938a84dfccb06c405e2f5202969ecfbd671c8399de00f4335f0")
+    text = BURST3.read_text()
+    assert text.count("\n") == 119 and hashlib.sha256(BURST3.read_bytes()).hexdigest() in (
+        (FIXTURES / "README.md").read_text())
+    for line in text.splitlines()[1:]:  # every row's total = request + response tokens, as BurstGPT writes it
+        f = line.split(",")
+        assert int(f[4]) + int(f[5]) == int(f[6])
 
 
 def test_gzip_streams_and_equals_the_plain_file(tmp_path):

@@ -41,6 +41,7 @@ def bench(
     trace: Annotated[Optional[str], typer.Option("--trace", help="request trace instead of the random dataset: arrivals and lengths, and hash ids (prefix reuse) where the format has them: Mooncake JSONL, full-block JSONL, kv-cache-tester JSON, Azure or BurstGPT CSV (lengths only); .gz/.zst too", rich_help_panel=C)] = None,
     trace_format: Annotated[str, typer.Option("--trace-format", help="auto (by content) | mooncake | full-blocks | kv-cache-tester | azure-csv | burstgpt-csv (see kvcalc trace --trace-format)", rich_help_panel=C)] = "auto",
     block_tokens: Annotated[Optional[int], typer.Option("--block-tokens", help="tokens per hash id in the trace (default: the trace's own block_size (kv-cache-tester), else 512 as Mooncake)", show_default=False, rich_help_panel=C)] = None,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="with --trace: leave out bad lines (malformed, or a failed request of 0 tokens) and count them in a note, instead of refusing the trace", rich_help_panel=C)] = False,
     seed: Annotated[int, typer.Option("--seed", help="seed of the Poisson arrivals", rich_help_panel=C)] = 0,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):

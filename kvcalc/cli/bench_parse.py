@@ -102,7 +102,7 @@ def parse_and_run(a: dict) -> None:
     opts = kv_options(a["kv_dtype"], None, None, False)
     trace = None
     if a["trace"] is not None:
-        from kvcalc.trace.bench_input import trace_requests
+        from kvcalc.trace.bench_input import read_trace_requests, skipped_note
 
         from kvcalc.out.units import MAX_BLOCK_TOKENS
 
@@ -111,11 +111,14 @@ def parse_and_run(a: dict) -> None:
         if a["block_tokens"] is not None:
             check_positive(a["block_tokens"], "--block-tokens", limit=MAX_BLOCK_TOKENS)
         kind = resolve_format(a["trace"], a["trace_format"])
-        trace = trace_requests(a["trace"], limit=n, block_tokens=a["block_tokens"], trace_format=kind)
+        trace, skipped, first = read_trace_requests(a["trace"], limit=n, block_tokens=a["block_tokens"],
+                                                    trace_format=kind, skip_bad=a["skip_bad"])
+        skipped = skipped_note(skipped, first)
         check_positive(trace.key_tokens, "--block-tokens", limit=MAX_BLOCK_TOKENS)
     else:
+        skipped = None
         for flag, given in (("--trace-format", a["trace_format"] != "auto"), ("--block-tokens", a["block_tokens"]),
-                            ("--router", a["router"] != "round-robin")):
+                            ("--router", a["router"] != "round-robin"), ("--skip-bad", a["skip_bad"])):
             if given:
                 raise InputError(f"{flag}: only with --trace FILE")
     from kvcalc.trace.replicas import check_replicas
@@ -140,7 +143,7 @@ def parse_and_run(a: dict) -> None:
 
     try:
         with progress.shown("bench"):
-            result = bench_result(spec, notes=(note,) if note else ())
+            result = bench_result(spec, notes=tuple(n for n in (note, skipped) if n))
     except ValueError as e:  # the run cannot be served (a request larger than the pool)
         raise InputError(f"bench: {e}") from None
     emit(result, a["fmt"], a["check"], a["explain"], block(result, conc, rate))

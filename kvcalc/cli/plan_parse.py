@@ -82,7 +82,7 @@ def parse_and_run(ctx, a: dict) -> None:
     listed = a["trace"] is not None or a["workload"] is not None
     refuse_unless(ctx, not listed, ["input_len", "output_len", "shared_prefix"], "the random dataset (no --trace "
                   "or --workload)")
-    refuse_unless(ctx, a["trace"] is not None, ["rate_scale", "block_tokens", "tiers"], "--trace")
+    refuse_unless(ctx, a["trace"] is not None, ["rate_scale", "block_tokens", "tiers", "skip_bad"], "--trace")
     refuse_unless(ctx, a["tiers"] is not None, ["tier_capacity", "tier_link"], "--tiers")
     if a["tiers"] is not None and a["strategy"] != "prefix-tree":
         raise InputError("--tiers: the tiers hold the prefix cache; give --strategy prefix-tree")
@@ -112,7 +112,7 @@ def parse_and_run(ctx, a: dict) -> None:
 
         block_tokens = int(check_positive(a["block_tokens"], "--block-tokens", limit=MAX_BLOCK_TOKENS))
         scale = check_option("rate-scale", a["rate_scale"])
-        requests = plan_requests(a["trace"], n, block_tokens, scale)
+        requests, skipped = plan_requests(a["trace"], n, block_tokens, scale, a["skip_bad"])
         split, label = router_split(requests, a["router"], block_tokens), "trace"
         tiered = _tiers(a) if a["tiers"] is not None else None
     elif a["workload"] is not None:
@@ -163,7 +163,7 @@ def parse_and_run(ctx, a: dict) -> None:
               "tiers": ",".join(tiered.keywords["tiers"].names) if tiered else None, "top": top,
               "candidates": found.enumerated, "pruned_by_bounds": found.bound_pruned,
               "simulated": found.simulations}
-    notes = tuple(dict.fromkeys(h[4] for h in hardware if h[4]))
+    notes = tuple(dict.fromkeys(h[4] for h in hardware if h[4])) + ((skipped,) if a["trace"] and skipped else ())
     result = plan_result(found, targets, traffic, inputs, notes)
     if not found.rows:
         closest = found.closest

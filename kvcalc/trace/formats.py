@@ -14,7 +14,9 @@ Formats (``--trace-format``; ``auto`` tells them apart by content):
 - ``azure-csv``: the Azure LLM inference trace (``TIMESTAMP,ContextTokens,GeneratedTokens``, timestamps as
   ``2023-11-16 18:15:46.6805900``); ``burstgpt-csv``: BurstGPT (``Timestamp`` [s], ``Request tokens``,
   ``Response tokens``, other columns ignored). Lengths only: arrivals and lengths for the serving model (no hash
-  ids: there is nothing to replay through a cache). Timestamps become ms after the first row.
+  ids: there is nothing to replay through a cache). Timestamps become ms after the first row. A row of 0 input
+  or 0 output tokens is a bad row (named by its line; left out with ``skip_bad``): BurstGPT logs a failed request
+  so (17 of the first 400 rows of BurstGPT_1), and serving it as a 1-token request would invent one.
 
 Every reader has the interface of :class:`~kvcalc.trace.reader.TraceReader` (``signed_batches``, ``batches``,
 ``records``, iteration as :class:`TraceRequest`, ``requests``, ``skipped_lines``, ``first_problem``), so every
@@ -43,6 +45,7 @@ from kvcalc.trace.compression import read_all
 
 FORMATS = ("auto", "mooncake", "full-blocks", "kv-cache-tester", "azure-csv", "burstgpt-csv")
 LENGTHS_ONLY = ("azure-csv", "burstgpt-csv")
+SKIP_HINT = "; --skip-bad leaves such rows out"  # the end of a 0-token row's error (dropped in the --skip-bad note)
 MAX_DOCUMENT_BYTES = 256_000_000  # a kv-cache-tester file is read whole: at most this many bytes [B]
 BATCH_ROWS = 4096  # rows per batch of the non-JSONL readers
 _SNIFF_BYTES = 1 << 16
@@ -188,7 +191,7 @@ class KvCacheTesterReader(_RowReader):
             number += 1
             problem = _request_problem(req, self.block_tokens, start_s)
             if problem:
-                self._bad(where, problem)
+                self._bad(where, problem, number)
                 continue
             yield number, Record((start_s + req["t"]) * 1000.0, req["in"], req["out"], req["hash_ids"])
 
@@ -267,7 +270,7 @@ class LengthsCsvReader(_RowReader):
                         continue
                     parsed = self._parse(row, at)
                     if isinstance(parsed, str):
-                        self._bad(str(line), parsed)
+                        self._bad(line, parsed)
                         continue
                     seconds, n_in, n_out = parsed
                     if first is None:
@@ -303,6 +306,9 @@ class LengthsCsvReader(_RowReader):
             if not value.isdigit() or len(value) > 19 or int(value) > _INT64_MAX:
                 return f"{name} tokens must be a whole number from 0 to 2^63 - 1, got {_short(value)}"
             lengths.append(int(value))
+        if 0 in lengths:  # BurstGPT logs a failed request as 0 request and 0 response tokens: nothing was served
+            return (f"a request of {lengths[0]} input and {lengths[1]} output tokens: a lengths-only row needs at "
+                    f"least 1 of each (a failed request){SKIP_HINT}")
         return seconds, lengths[0], lengths[1]
 
 

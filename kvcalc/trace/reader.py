@@ -182,15 +182,24 @@ def parse_trace_line(line: bytes | str, block_tokens: int = DEFAULT_BLOCK_TOKENS
     return TraceRequest(rec.timestamp, rec.input_length, rec.output_length, tuple(rec.hash_ids), line_number), None
 
 
+MAX_KEPT_BAD = 1_000_000  # bad line numbers a reader keeps (8 MB at most; the count itself has no bound)
+
+
 class ReaderViews:
     """The views every trace reader offers on its ``signed_batches()``: batches, records, requests; and its
     handling of a bad line or item (``path``, ``skip_bad``, ``skipped_lines``, ``first_problem``)."""
 
-    def _bad(self, where: int | str, problem: str) -> None:
-        """Raise ``FILE:WHERE: problem``, or count it with skip_bad (keeping the first problem)."""
+    def _bad(self, where: int | str, problem: str, number: int | None = None) -> None:
+        """Raise ``FILE:WHERE: problem``, or count it with skip_bad (keeping the first problem, and the line or
+        item ``number`` (default: ``where``) of the first :data:`MAX_KEPT_BAD` bad lines in ``bad_numbers``, so a
+        reader stopped early can tell how many of them came before its last request)."""
         message = f"{self.path}:{where}: {problem}"
         if not self.skip_bad:
             raise InputError(message)
+        if self.skipped_lines == 0:
+            self.bad_numbers = []
+        if len(self.bad_numbers) < MAX_KEPT_BAD:
+            self.bad_numbers.append(int(where) if number is None else number)
         self.skipped_lines += 1
         if self.first_problem is None:
             self.first_problem = message
