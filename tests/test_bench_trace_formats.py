@@ -185,3 +185,23 @@ def test_plan_reads_the_lengths_only_csvs():
     assert d["inputs"]["num_prompts"] == 100
     assert any(n.startswith("--skip-bad: 5 bad trace lines left out") for n in d["notes"])
     assert_bad_input(run_cli("plan", "--model", "qwen3-14b", "--skip-bad"), "--skip-bad")
+
+
+def test_plan_takes_the_kv_cache_tester_block_size():
+    # before: plan's --block-tokens defaulted to 512, so a kv-cache-tester file (block_size 64) was refused with
+    # "leave --block-tokens out", which the user had; now the file's own 64-token blocks, as bench and trace take
+    r = run_cli("plan", "--model", "qwen3-14b", "--trace", str(KVT[0]), "--num-prompts", "20", "--strategy",
+                "prefix-tree", "--router", "prefix", "--format", "json")
+    assert r.code == 0, r.err
+    seen, reused, total = set(), 0, 0  # one unlimited prefix cache over the 20 requests, full 64-token blocks
+    for q in json.loads(KVT[0].read_text())["requests"][:20]:
+        run = 0
+        while run < len(q["hash_ids"]) and q["hash_ids"][run] in seen:
+            run += 1
+        reused, total = reused + run * 64, total + q["in"]
+        seen.update(q["hash_ids"])
+    # each request arrives after the one before it has been prefilled (the conversation's turns are seconds
+    # apart), so the serving model's cache holds what this replay holds: 0.8911594624953197
+    assert json.loads(r.out)["results"][0]["hit_rate"] == pytest.approx(reused / total, rel=1e-12)
+    assert_bad_input(run_cli("plan", "--model", "qwen3-14b", "--trace", str(KVT[0]), "--block-tokens", "512"),
+                     "block_size 64")

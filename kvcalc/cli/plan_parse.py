@@ -110,7 +110,11 @@ def parse_and_run(ctx, a: dict) -> None:
     if a["trace"] is not None:
         from kvcalc.trace.plan_input import plan_requests, router_split
 
-        block_tokens = int(check_positive(a["block_tokens"], "--block-tokens", limit=MAX_BLOCK_TOKENS))
+        from kvcalc.trace.formats import trace_block_tokens
+
+        if a["block_tokens"] is not None:
+            check_positive(a["block_tokens"], "--block-tokens", limit=MAX_BLOCK_TOKENS)
+        block_tokens = a["block_tokens"] = int(trace_block_tokens(a["trace"], "auto", a["block_tokens"]))
         scale = check_option("rate-scale", a["rate_scale"])
         requests, skipped = plan_requests(a["trace"], n, block_tokens, scale, a["skip_bad"])
         split, label = router_split(requests, a["router"], block_tokens), "trace"
