@@ -48,6 +48,9 @@ def gen_bench(g: Gen):
         g.opt("--block-tokens", ["16"], ["0", "-1", "x", "512"], p=0.9)
         g.opt("--trace-format", ["auto", "mooncake", "kv-cache-tester", "azure-csv", "burstgpt-csv"],
               ["", "csv", "kv-cache", "Auto"], p=0.2)
+        g.flag("--skip-bad", 0.3)
+    elif g.r.random() < 0.03:
+        g.flag("--skip-bad", 1.0)  # only with --trace: refused
     g.output(FIELDS)
 
 

@@ -135,6 +135,9 @@ def compressed_traces(write, text: str, objs: list) -> None:
         for i, o in enumerate(objs)))
     write("trace-burst.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n" + "".join(
         f"{5 + 3 * i},ChatGPT,{o['input_length']},{o['output_length']},0,API log\n" for i, o in enumerate(objs)))
+    write("trace-burst-failed.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+          "5,ChatGPT,472,18,490,Conversation log\n1106,ChatGPT,0,0,0,Conversation log\n"  # BurstGPT_1's rows 1, 21
+          "1129,ChatGPT,1305,477,1782,Conversation log\n")  # a failed request between two served ones
     write("trace-badgz.jsonl", b"\x1f\x8b" + b"\x00" * 40)  # gzip's magic, then garbage
     write("trace-plain.jsonl.gz", text)  # a .gz name on plain text
 
@@ -142,7 +145,7 @@ def compressed_traces(write, text: str, objs: list) -> None:
 def trace_files(files, lengths_only=False):
     """The valid traces of every format (the lengths-only CSVs too when the command reads them)."""
     names = ["trace.jsonl", "trace.jsonl.gz", "trace.jsonl.zst", "trace-kvt.json"]
-    names += ["trace-azure.csv", "trace-burst.csv"] if lengths_only else []
+    names += ["trace-azure.csv", "trace-burst.csv", "trace-burst-failed.csv"] if lengths_only else []
     return [files[n] for n in names if n in files]
 
 

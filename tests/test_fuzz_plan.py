@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 import test_fuzz_cli as base
-from test_fuzz_cli import BAD_NUMBERS, BAD_TOKENS, CONFIGS, Gen, files, hostile_files  # noqa: F401
+from test_fuzz_cli import BAD_NUMBERS, BAD_TOKENS, CONFIGS, Gen, files, hostile_files, trace_files  # noqa: F401
 
 FIELDS = ["usd_per_hour", "gpus", "p99_ttft_ms", "p99_tpot_ms", "usd_per_mtok_blended", "output_throughput_per_gpu"]
 BAD_DURATIONS = ["", "2", "-1s", "0ms", "1e400s", "nan s", "inf ms", "2 parsecs", "1e-9s", "1e9h", "é"]
@@ -38,8 +38,10 @@ def gen_plan(g: Gen):
     g.args += ["--num-prompts", n]
     source = g.r.random()
     if source < 0.15:
-        g.args += ["--trace", g.pick([g.files["trace.jsonl"]], hostile_files(g.files, trace=True))]
-        g.args += ["--block-tokens", g.pick(["16"], ["0", "-1", "x", "512"])]
+        g.args += ["--trace", g.pick([g.files["trace.jsonl"]] + trace_files(g.files, lengths_only=True),
+                                     hostile_files(g.files, trace=True))]
+        g.opt("--block-tokens", ["16"], ["0", "-1", "x", "512"], p=0.8)
+        g.flag("--skip-bad", 0.3)
         g.opt("--rate-scale", ["0.5", "2"], BAD_NUMBERS, p=0.4)
         g.opt("--router", ["round-robin", "prefix", "session", "least-loaded"], ["", "x"], p=0.4)
         g.opt("--tiers", ["hbm", "hbm,dram", "hbm,dram,ssd"], ["", "dram", "hbm,hbm", "ssd,hbm", "x"], p=0.3)
