@@ -188,8 +188,13 @@ def spec_step_model(spec: BenchSpec):
     return sm
 
 
-def simulate_spec(spec: BenchSpec):
-    """Run the scheduler for every replica -> (metrics dict, list of Run, StepModel, Pool, Scheduling)."""
+def simulate_spec(spec: BenchSpec, lockstep: bool = False):
+    """Run the scheduler for every replica -> (metrics dict, list of Run, StepModel, Pool, Scheduling). With
+    ``dp`` > 1, router least-loaded or prefix and no ``replica_of``, the replicas run in lockstep and each request
+    is routed at its send time from their simulated state (serve/cluster.py); otherwise each replica is simulated
+    alone on its share (every dp-th, or ``replica_of``); ``lockstep`` runs that share in lockstep too (the
+    figures are the same: a test holds it)."""
+    from kvcalc.serve.cluster import CLOCK_ROUTERS, simulate_cluster
     from kvcalc.serve.scheduler import simulate
 
     sm = spec_step_model(spec)
@@ -204,7 +209,12 @@ def simulate_spec(spec: BenchSpec):
     refused = 0 if kept is None else len(every.prompt) - len(kept)
     if kept is not None and spec.replica_of is not None:
         spec = replace(spec, replica_of=[spec.replica_of[i] for i in kept.tolist()])
-    runs = [simulate(sm, pool, _split(req, spec.dp, r, spec.replica_of), sch) for r in range(spec.dp)]
+    clocked = spec.dp > 1 and spec.replica_of is None and spec.router in CLOCK_ROUTERS
+    if clocked or (lockstep and spec.dp > 1):
+        fixed = [k % spec.dp for k in range(len(req.prompt))] if spec.replica_of is None else spec.replica_of
+        runs, _ = simulate_cluster(sm, pool, req, sch, spec.dp, spec.router if clocked else fixed)
+    else:
+        runs = [simulate(sm, pool, _split(req, spec.dp, r, spec.replica_of), sch) for r in range(spec.dp)]
     return metrics(runs, spec) | {"failed": refused}, runs, sm, pool, sch
 
 

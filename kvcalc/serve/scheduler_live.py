@@ -25,6 +25,7 @@ import math
 from collections import deque
 
 from kvcalc.serve.decode_forms import block_terms
+from kvcalc.serve.decode_set import DecodeSet
 from kvcalc.serve.scheduler_state import Run, leading_hits
 
 
@@ -35,8 +36,6 @@ class Replica:
 
     def __init__(self, sm, pool, sch, forms, key_tokens: int = 16, keyed: bool = False, handed: bool = False,
                  loads: bool = False, warm_keys=None, tick=None):
-        from kvcalc.serve.scheduler_fast import DecodeSet
-
         self.sm, self.pool, self.sch, self.tick = sm, pool, sch, tick
         self.key_tokens, self.caching = key_tokens, sch.prefix_caching and keyed
         self.has_handed, self.has_load = handed, loads
