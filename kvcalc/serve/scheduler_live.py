@@ -113,6 +113,9 @@ class Replica:
         run.send_s, run.first_s, run.done_s = (np.array(self.send, dtype=float), np.array(self.first, dtype=float),
                                                np.array(self.done, dtype=float))
         run.output, run.prompt = np.array(self.output, dtype=np.int64), np.array(self.prompt, dtype=np.int64)
+        shared_s, shared_n, odd = self._gaps
+        run.gap_s = np.array(shared_s + odd, dtype=float)
+        run.gap_n = np.array(shared_n + [1] * len(odd), dtype=np.int64)
         return run
 
     # ---------------------------------------------------------------- the client and the front end
@@ -157,6 +160,7 @@ class Replica:
         shared_s: list = []
         shared_n: list = []
         odd: list = []
+        self._gaps = (shared_s, shared_n, odd)   # made arrays once, by run_to_end
         released = self._finished
 
         def hit_tokens(i: int) -> int:
@@ -190,8 +194,6 @@ class Replica:
                     now = engine[ptr]
                     continue
                 run.steps, run.peak_running, run.prefill_time_s, run.decode_time_s = steps, peak, prefill_s, decode_s
-                run.gap_s = _array(shared_s + odd, float)
-                run.gap_n = _array(shared_n + [1] * len(odd), "int64")
                 t = yield   # every request sent here has finished
                 continue
             if now >= t:
@@ -324,8 +326,3 @@ class Replica:
                     else:
                         dec.add(i, computed[i] + 1, output[i] - gen[i])
 
-
-def _array(values: list, dtype):
-    import numpy as np
-
-    return np.array(values, dtype=dtype)
