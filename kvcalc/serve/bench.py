@@ -5,7 +5,8 @@ Engines: vllm (KV pool from memory/engine_vllm.py, online-server defaults per GP
 sglang (memory/engine_sglang.py's pool, page 1, chunked_prefill_size 8,192; admission reserves the output as its
 conservative scheduler does), trtllm (vLLM's pool estimate, 32-token blocks, max_num_tokens 8,192,
 max_batch_size 2,048, GUARANTEED_NO_EVICT admission: the whole prompt + output must fit). ``dp`` replicas of
-``tp`` GPUs each take every dp-th request; with ``ep`` (--enable-expert-parallel) they are the DP ranks of one
+``tp`` GPUs each take every dp-th request, or those ``replica_of`` gives them, or, with router least-loaded or
+prefix, those routed to them at their send times from the replicas' simulated state (serve/cluster.py); with ``ep`` (--enable-expert-parallel) they are the DP ranks of one
 engine whose experts shard over all tp x dp GPUs (serve/expert_parallel.py).
 
 Metrics, as vLLM's saved result names them (vllm/benchmarks/serve.py): duration (first send to last finish)
@@ -64,7 +65,8 @@ class BenchSpec:
     opts: att.KvOptions = att.KvOptions()
     output_lens: Optional[tuple] = None   # measured per-request output lengths (early EOS), else output_len
     trace: Optional[object] = None        # scheduler.Requests read from a trace
-    router: str = "round-robin"           # how requests are spread over the dp replicas (the name, for the report)
+    router: str = "round-robin"           # how requests are spread over the dp replicas: least-loaded and prefix
+                                          # route on the clock (serve/cluster.py) unless replica_of is given
     replica_of: Optional[object] = None   # each request's replica (int array, in the requests' order); None: every dp-th
     usd_per_gpu_hour: Optional[float] = None
     kv_compression: Optional[float] = None  # the article's section-11 what-if: KV stored and read / FACTOR
