@@ -165,3 +165,35 @@ def test_the_fixture_trace_on_four_replicas_by_the_clock():
         assert reps[-1]["requests"] == row["completed"] == 399
         assert sum(r["cached_tokens"] for r in reps[:-1]) == row["cached_tokens"]
         assert row != old, router
+
+
+def test_the_cli_routes_least_loaded_and_prefix_on_the_clock(tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    # Mooncake lines (ms, 512-token blocks), qwen3-14b on two H100 replicas, prefix caching on:
+    # r0 at 0: 1,000 tokens, 1 out -> replica 0, done after one prefill step (tens of ms)
+    # r1 at 0: 600 tokens (blocks 7, 8), 2,000 out -> replica 1 (replica 0 has r0 in flight); in flight to 32.6 s
+    #   (its E2EL served alone)
+    # r2 at 5 s: 100 tokens, 1 out: in flight [0, 1] -> replica 0 (by prompt tokens routed so far, [1000, 600],
+    #   the clockless rule sends it to replica 1)
+    # r3 at 6 s: blocks 7, 8, 9 (1,100 tokens), 1 out: replica 1 has 7 and 8 prefilled -> replica 1 by prefix
+    lines = [{"timestamp": 0, "input_length": 1000, "output_length": 1, "hash_ids": [1, 2]},
+             {"timestamp": 0, "input_length": 600, "output_length": 2000, "hash_ids": [7, 8]},
+             {"timestamp": 5000, "input_length": 100, "output_length": 1, "hash_ids": [3]},
+             {"timestamp": 6000, "input_length": 1100, "output_length": 1, "hash_ids": [7, 8, 9]}]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    base = ("bench", "--model", "qwen3-14b", "--gpus", "2", "--dp", "2", "--enable-prefix-caching", "--trace",
+            str(path), "--format", "json")
+    for router in ("least-loaded", "prefix"):
+        r = run_cli(*base, "--router", router)
+        assert r.code == 0, r.err
+        reps = json.loads(r.out)["tables"]["replicas"]
+        # prefix: r3 reads blocks 7 and 8 (2 x 512 tokens) on replica 1; least-loaded sends it by load (in flight
+        # [0, 1]) to replica 0, where nothing of it is cached
+        want = ([2, 2], [0, 1024]) if router == "prefix" else ([3, 1], [0, 0])
+        assert ([x["requests"] for x in reps[:-1]], [x["cached_tokens"] for x in reps[:-1]]) == want, router
+    clockless = ReplicaEngine(2, None, 512, "lru", "least-loaded")
+    assert clockless.assignments([((1, 2), 1000), ((7, 8), 600), ((3,), 100)]) == [0, 1, 1]
