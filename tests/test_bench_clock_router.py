@@ -84,10 +84,10 @@ def test_prefix_routing_counts_the_step_running_at_the_arrival():
 
 
 def test_prefix_routing_without_prefix_caching_is_least_loaded():
-    # no replica caches anything: r1 at 0.05 goes by load (replica 0 has r0 in flight) -> 1; r2 at 1.0: both
-    # idle, a tie -> 0
+    # _prefix_case(0.01) without caching: no replica caches anything, so r1 at 0.01 goes by load (replica 0 has
+    # r0 in flight, its prefill's second step not yet started) -> 1; r2 at 1.0: both idle, a tie -> 0
     keys = [(1, 2, 3, 4), (1, 2, 3, 4, 5), (1, 2, 3, 4, 5, 7)]
-    req = Requests(np.array([0.0, 0.05, 1.0]), np.array([64, 80, 96]), np.array([1, 1, 1]), keys, 16)
+    req = Requests(np.array([0.0, 0.01, 1.0]), np.array([64, 80, 96]), np.array([1, 1, 1]), keys, 16)
     for router in ("prefix", "least-loaded"):
         runs, chosen = simulate_cluster(LinearSteps(), POOL, req, Scheduling(32, 16), 2, router)
         assert chosen == [0, 1, 0] and sum(r.cached_tokens for r in runs) == 0
