@@ -6,8 +6,9 @@ sglang (memory/engine_sglang.py's pool, page 1, chunked_prefill_size 8,192; admi
 conservative scheduler does), trtllm (vLLM's pool estimate, 32-token blocks, max_num_tokens 8,192,
 max_batch_size 2,048, GUARANTEED_NO_EVICT admission: the whole prompt + output must fit). ``dp`` replicas of
 ``tp`` GPUs each take every dp-th request, or those ``replica_of`` gives them, or, with router least-loaded or
-prefix, those routed to them at their send times from the replicas' simulated state (serve/cluster.py); with ``ep`` (--enable-expert-parallel) they are the DP ranks of one
-engine whose experts shard over all tp x dp GPUs (serve/expert_parallel.py).
+prefix, those routed to them at their send times from the replicas' simulated state (serve/cluster.py); with
+``ep`` (--enable-expert-parallel) they are the DP ranks of one engine whose experts shard over all tp x dp GPUs
+(serve/expert_parallel.py).
 
 Metrics, as vLLM's saved result names them (vllm/benchmarks/serve.py): duration (first send to last finish)
 [s], completed, total_input_tokens, total_output_tokens, request_throughput [req/s], output_throughput,
