@@ -125,7 +125,7 @@ def parse_and_run(a: dict) -> None:
 
     check_replicas(1, a["router"])  # the name (the replica count is --dp, checked above)
     replica_of = None
-    if trace is not None and a["router"] != "round-robin" and dp > 1:
+    if trace is not None and a["router"] == "session" and dp > 1:  # least-loaded, prefix: on the clock (serve/)
         from kvcalc.trace.bench_input import route_requests
 
         replica_of = route_requests(trace, dp, a["router"])

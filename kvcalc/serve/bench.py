@@ -5,8 +5,10 @@ Engines: vllm (KV pool from memory/engine_vllm.py, online-server defaults per GP
 sglang (memory/engine_sglang.py's pool, page 1, chunked_prefill_size 8,192; admission reserves the output as its
 conservative scheduler does), trtllm (vLLM's pool estimate, 32-token blocks, max_num_tokens 8,192,
 max_batch_size 2,048, GUARANTEED_NO_EVICT admission: the whole prompt + output must fit). ``dp`` replicas of
-``tp`` GPUs each take every dp-th request; with ``ep`` (--enable-expert-parallel) they are the DP ranks of one
-engine whose experts shard over all tp x dp GPUs (serve/expert_parallel.py).
+``tp`` GPUs each take every dp-th request, or those ``replica_of`` gives them, or, with router least-loaded or
+prefix, those routed to them at their send times from the replicas' simulated state (serve/cluster.py); with
+``ep`` (--enable-expert-parallel) they are the DP ranks of one engine whose experts shard over all tp x dp GPUs
+(serve/expert_parallel.py).
 
 Metrics, as vLLM's saved result names them (vllm/benchmarks/serve.py): duration (first send to last finish)
 [s], completed, total_input_tokens, total_output_tokens, request_throughput [req/s], output_throughput,
@@ -64,7 +66,8 @@ class BenchSpec:
     opts: att.KvOptions = att.KvOptions()
     output_lens: Optional[tuple] = None   # measured per-request output lengths (early EOS), else output_len
     trace: Optional[object] = None        # scheduler.Requests read from a trace
-    router: str = "round-robin"           # how requests are spread over the dp replicas (the name, for the report)
+    router: str = "round-robin"           # how requests are spread over the dp replicas: least-loaded and prefix
+                                          # route on the clock (serve/cluster.py) unless replica_of is given
     replica_of: Optional[object] = None   # each request's replica (int array, in the requests' order); None: every dp-th
     usd_per_gpu_hour: Optional[float] = None
     kv_compression: Optional[float] = None  # the article's section-11 what-if: KV stored and read / FACTOR
@@ -188,8 +191,13 @@ def spec_step_model(spec: BenchSpec):
     return sm
 
 
-def simulate_spec(spec: BenchSpec):
-    """Run the scheduler for every replica -> (metrics dict, list of Run, StepModel, Pool, Scheduling)."""
+def simulate_spec(spec: BenchSpec, lockstep: bool = False):
+    """Run the scheduler for every replica -> (metrics dict, list of Run, StepModel, Pool, Scheduling). With
+    ``dp`` > 1, router least-loaded or prefix and no ``replica_of``, the replicas run in lockstep and each request
+    is routed at its send time from their simulated state (serve/cluster.py); otherwise each replica is simulated
+    alone on its share (every dp-th, or ``replica_of``); ``lockstep`` runs that share in lockstep too (the
+    figures are the same: a test holds it)."""
+    from kvcalc.serve.cluster import CLOCK_ROUTERS, simulate_cluster
     from kvcalc.serve.scheduler import simulate
 
     sm = spec_step_model(spec)
@@ -204,7 +212,12 @@ def simulate_spec(spec: BenchSpec):
     refused = 0 if kept is None else len(every.prompt) - len(kept)
     if kept is not None and spec.replica_of is not None:
         spec = replace(spec, replica_of=[spec.replica_of[i] for i in kept.tolist()])
-    runs = [simulate(sm, pool, _split(req, spec.dp, r, spec.replica_of), sch) for r in range(spec.dp)]
+    clocked = spec.dp > 1 and spec.replica_of is None and spec.router in CLOCK_ROUTERS
+    if clocked or (lockstep and spec.dp > 1):
+        fixed = [k % spec.dp for k in range(len(req.prompt))] if spec.replica_of is None else spec.replica_of
+        runs, _ = simulate_cluster(sm, pool, req, sch, spec.dp, spec.router if clocked else fixed)
+    else:
+        runs = [simulate(sm, pool, _split(req, spec.dp, r, spec.replica_of), sch) for r in range(spec.dp)]
     return metrics(runs, spec) | {"failed": refused}, runs, sm, pool, sch
 
 

@@ -104,9 +104,7 @@ def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
 
         reps = replica_rows(runs)
         extra = (Table("replicas", f"Per replica ({spec.router} routing)", REPLICA_COLUMNS, tuple(reps)),)
-        how = ("every dp-th request" if spec.router == "round-robin" else
-               f"{spec.router} routing, decided by replaying the requests in send order through one unlimited "
-               f"prefix cache per replica (kvcalc trace --router's rules; load = prompt tokens routed so far)")
+        how = _routing(spec)
         out_notes.append(f"replicas: {how}; " + "; ".join(
             f"{r['replica']}: {r['requests']:,} requests, {fmt_percent(r['hit_rate'])} of {r['input_tokens']:,} "
             f"input tokens cached, load share {fmt_percent(r['load_share'])}" for r in reps[:-1][:16])
@@ -115,6 +113,21 @@ def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
     return Result(command="bench", inputs=inputs,
                   main=Table("bench", "Predicted `vllm bench serve` result", COLUMNS, (main_row,)), extra=extra,
                   explain=LazyLines(lambda: explain_lines(sm, row, spec, sch)), notes=tuple(out_notes) + tuple(notes))
+
+
+def _routing(spec: BenchSpec) -> str:
+    """How the requests were spread over the replicas, in one clause (serve/cluster.py for the clock's rules)."""
+    from kvcalc.serve.cluster import CLOCK_ROUTERS
+
+    if spec.replica_of is None and spec.router in CLOCK_ROUTERS:
+        rule = ("the fewest requests in flight" if spec.router == "least-loaded" else
+                "the longest run of its leading blocks already prefilled in the replica's prefix cache, then the "
+                "fewest requests in flight")
+        return (f"{spec.router} routing on the serving clock: each request, at its send time, to the replica with "
+                f"{rule} (ties: fewer prompt tokens in flight, then the lowest index)")
+    if spec.replica_of is None:
+        return "every dp-th request"
+    return (f"{spec.router} routing, decided in send order without the clock (kvcalc trace --router's rule)")
 
 
 def explain_lines(sm, row: dict, spec: BenchSpec, sch) -> list[str]:

@@ -67,7 +67,8 @@ def skipped_note(skipped: int, first_problem: str | None) -> str | None:
 def route_requests(requests, replicas: int, router: str):
     """The replica [0, replicas) of each of ``requests`` (scheduler.Requests, in send order) behind ``router``
     (:mod:`kvcalc.trace.replicas`: the trace replay's routers, each replica's cache unlimited as the serving
-    model's prefix cache is, a replica's load the prompt tokens routed to it so far); int64 array."""
+    model's prefix cache is, a replica's load the prompt tokens routed to it so far); int64 array. ``kvcalc bench``
+    routes by it for ``session`` only: its least-loaded and prefix decide on the serving clock (serve/cluster.py)."""
     import numpy as np
 
     from kvcalc.trace.replicas import ReplicaEngine

@@ -104,7 +104,8 @@ class ReplicaEngine:
 
     def assignments(self, requests: Sequence[tuple[Sequence[int], int]]) -> list[int]:
         """The replica of each (hash ids, input length [tokens]) request, routed and replayed in order as
-        :meth:`add_records` does (``kvcalc bench --trace --router`` splits its requests by this)."""
+        :meth:`add_records` does (``kvcalc bench --trace --router session`` splits its requests by this; bench's
+        least-loaded and prefix route on the serving clock instead: serve/cluster.py)."""
         caches, load, out = self.caches, self.load, []
         for hash_ids, input_length in requests:
             i = self.route(hash_ids)
