@@ -207,3 +207,15 @@ def test_the_cli_routes_least_loaded_and_prefix_on_the_clock(tmp_path):
         assert ([x["requests"] for x in reps[:-1]], [x["cached_tokens"] for x in reps[:-1]]) == want, router
     clockless = ReplicaEngine(2, None, 512, "lru", "least-loaded")
     assert clockless.assignments([((1, 2), 1000), ((7, 8), 600), ((3,), 100)]) == [0, 1, 1]
+
+
+def test_a_model_without_the_fast_loop_is_refused_with_the_reason():
+    # chunked attention with a KIVI residual has no integer decode form (serve/decode_forms.py), so the lockstep
+    # replicas cannot run it: one line naming the routers that can, not "the run cannot be served"
+    from conftest import assert_bad_input, run_cli
+
+    args = ("bench", "--model", "llama-4-scout", "--hardware", "h200-sxm", "--gpus", "4", "--dp", "2",
+            "--kv-dtype", "kivi", "--trace", "tests/fixtures/traces/mooncake_synthetic_head400.jsonl",
+            "--num-prompts", "20", "--max-model-len", "131072", "--format", "csv")
+    assert_bad_input(run_cli(*args, "--router", "prefix"), "chunked attention with a KIVI residual", "round-robin")
+    assert run_cli(*args, "--router", "round-robin").code == 0

@@ -64,7 +64,9 @@ def simulate_cluster(sm, pool, req, sch, replicas: int, router):
     n = st.n
     forms = scheduler_fast.plan(sm, pool, req)
     if forms is None:
-        raise ValueError("the lockstep replicas need the O(1) scheduler loop (a step model with decode forms)")
+        raise ValueError("--router least-loaded and prefix step the replicas in lockstep on the O(1) scheduler "
+                         "loop, which has no form for this model's layers and KV format (chunked attention with a "
+                         "KIVI residual); --router round-robin or session decide without the clock")
     send, prompt, output = st.sched_send.tolist(), st.prompt.tolist(), st.output.tolist()
     if n and bool(np.any(np.diff(st.sched_send) < 0)):
         raise ValueError("the requests' send times must be sorted")
