@@ -32,7 +32,10 @@ MARLIN_INTERMEDIATE_ALIGN = 128  # round_up(intermediate_size_per_partition, 128
 MXFP4_ARCHITECTURES = ("GptOssForCausalLM",)  # checkpoints whose experts load through Mxfp4MoEMethod
 # GPU generations by the name vLLM's platform reports (display_name here), as get_mxfp4_backend picks
 MARLIN_GPUS = ("A100", "L40S")                # SM80 / SM89: capability < 9
-TRITON_GPUS = ("H100", "H200", "H800")        # SM90: triton_kernels (the vLLM images ship it)
+# SM90: get_mxfp4_backend picks Triton where the triton_kernels package is installed, else Marlin. Assumed
+# installed (not verified for GPUStack's vLLM 0.10.2 image); its own 32K gpt-oss-120b run interleaves prefill into
+# decode (TPOT 24 ms, median ITL 7.3 ms), so its pool held 2+ requests of 32K, which Marlin's 65.8 GiB would not leave
+TRITON_GPUS = ("H100", "H200", "H800")
 
 
 def backend(hw: HardwarePreset) -> Optional[str]:
