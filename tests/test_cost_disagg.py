@@ -150,12 +150,19 @@ def test_how_c_can_be_a_hair_later_disaggregated():
     # mean TTFT is lower; disaggregated, its decode engine is mid-step when its KV lands, so its first token comes
     # in the same step as A's and the gain is lost: C's mean TTFT is 0.011% above A's, its mean prefill-ready
     # time still below. A bound, not a bug: the decode steps quantise what prefill saves.
+    # With the H100 calibration refitted on vLLM's MXFP4 weight layout (per-step cost 31 us, HBM 87%, 106 us per
+    # sequence) the same case lands the other side of the hair: the first step ends as in A (request 0 ready at
+    # the same time). C's second prefill step holds the same 8,192 tokens and 14 sequences as A's, but with the
+    # 64 cached tokens skipped its tokens sit further into the last request's prompt and attend to longer
+    # contexts: it ends 75.8 us later, and its last step, 4 tokens instead of A's 68, takes the same time (the
+    # step's fixed costs dominate). So the 14 requests are ready later and C's mean TTFT is 0.0064% above A's:
+    # still within the 0.1% bound above.
     inp = inputs(workload([(8, 512, 1), (7, 668, 1)], [(16, 3)]), gpus=4, split=(1, 3))
     a, _, ia = _strategy(inp, "lru")
     c, _, ic = _strategy(inp, "prefix-tree", None, ia)
     assert ic["run"].cached_tokens == 64
-    assert ic["pd"].ready_s.mean() < ia["pd"].ready_s.mean()
-    assert ic["pd"].ready_s[-1] < ia["pd"].ready_s[-1] and ic["run"].first_s[-1] >= ia["run"].first_s[-1]
+    later = ic["pd"].ready_s - ia["pd"].ready_s
+    assert later[0] == 0 and later[1:] == pytest.approx(np.full(14, 75.75e-6), rel=1e-3)
     assert a["ttft_mean_s"] < c["ttft_mean_s"] < a["ttft_mean_s"] * (1 + 1e-3)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from kvcalc.memory import engine_common as ec
+from kvcalc.memory import engine_vllm_mxfp4 as mxfp4
 from kvcalc.memory.engine_vllm_layout import (DEFAULT_BLOCK_SIZE, KvGroup, block_layout,  # noqa: F401 (re-exported)
                                               blocks_per_request, enlarged_block_size, group_size_of, kv_groups,
                                               state_page_bytes)
@@ -80,7 +81,7 @@ def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwareP
     version = ec.engine_version(inp)
     total = ec.total_memory(hw, inp)
     block_size, batched, max_seqs = defaults(total.value, inp, hw.display_name)
-    terms = {"total": total, "weights": ec.weights(model, inp),
+    terms = {"total": total, "weights": _weights(model, hw, inp),
              "activation": ec.activation(model, inp, batched, max_seqs), "non_torch": ec.non_torch(inp),
              "cuda_graphs": ec.cuda_graphs(inp)}
     kv_memory = (total.value * inp.gpu_memory_utilization - terms["weights"].value - terms["activation"].value
@@ -108,6 +109,16 @@ def vllm_sizing(model: ModelPreset, groups: list[att.GroupLayout], hw: HardwareP
         "kv_cache_tokens": logged_tokens(num_blocks, per_request, inp.max_model_len, kgroups, version),
         "max_concurrency": num_blocks / per_request if per_request else 0.0,
     }
+
+
+def _weights(model: ModelPreset, hw: HardwarePreset, inp: ec.EngineInputs) -> ec.Resolved:
+    """Weights one GPU holds [B]: the checkpoint's share, plus what vLLM's MXFP4 MoE backend adds on a GPU
+    without FP4 tensor cores (engine_vllm_mxfp4: Marlin's padding, Triton's second copy of the scales)."""
+    w = ec.weights(model, inp)
+    extra = None if inp.weights_bytes is not None else mxfp4.extra_bytes(model, hw, inp.tp)
+    if extra is None:
+        return w
+    return ec.Resolved(w.value + extra[0], f"{w.origin} + {units.fmt_gib(extra[0])}: {extra[1]}")
 
 
 def vllm_fits(sizing: dict, tokens: int) -> int:

@@ -144,6 +144,8 @@ def pool_and_limits(spec: BenchSpec):
         batched = spec.max_num_batched_tokens or TRTLLM_MAX_TOKENS
         seqs = spec.max_num_seqs or TRTLLM_MAX_BATCH
         block = TRTLLM_BLOCK
+        if ep_w is None:  # vLLM's sizing stands in for TensorRT-LLM's, not vLLM's MXFP4 MoE weight layout
+            ep_w = ec.weights(spec.model, ec.EngineInputs(tp=spec.tp)).value
     else:
         batched = spec.max_num_batched_tokens or cal.vllm_default_max_num_batched_tokens
         seqs = spec.max_num_seqs or cal.vllm_default_max_num_seqs
