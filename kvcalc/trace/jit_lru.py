@@ -16,16 +16,19 @@ numba is imported here, and this module only when :func:`kvcalc.trace.analysis.o
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from itertools import chain
 
 import numpy as np
 
 from kvcalc.trace import jit_kernels as jk
+from kvcalc.trace import jit_reader, lean
 from kvcalc.trace.engine import FixedAnswers
-from kvcalc.trace.reader import MAX_IDS_PER_LINE, TraceReader
+from kvcalc.trace.reader import TraceReader
 from kvcalc.trace.result import capacity_blocks_for, replay_result
-from kvcalc.trace.seen_sample import MAX_SAMPLED_IDS, SeenSample
+from kvcalc.trace import seen_sample
+from kvcalc.trace.seen_sample import SeenSample
 from kvcalc.trace.stats import StatsAccumulator
 
 FAST_PIECE_BYTES = 1 << 22  # a piece longer than this [B] (a line of ~200,000 ids or more) goes to msgspec
@@ -66,8 +69,8 @@ class JitTraceReader(TraceReader):
         if len(piece) <= FAST_PIECE_BYTES:
             if n_lines > len(self._counts) or len(piece) // 2 + 1 > len(self._ids):
                 self._grow(max(n_lines, len(self._counts)), max(len(piece) // 2 + 1, len(self._ids)))
-            status, n, nids, rule, hi, lo = jk.parse_piece(
-                np.frombuffer(piece, np.uint8), _RULES[self.rule], self.block_tokens, self._ts, self._in,
+            status, n, nids, rule, hi, lo = jit_reader.parse_piece(
+                np.frombuffer(piece + b"\0", np.uint8), _RULES[self.rule], self.block_tokens, self._ts, self._in,
                 self._out, self._counts, self._ids)
             if status == 0 and n == n_lines:
                 self.rule = _RULE_NAMES[rule]
@@ -98,15 +101,12 @@ class JitLruEngine:
         self.block_tokens = block_tokens
         self.limit = capacity_blocks_for(self.capacity_tokens, block_tokens)
         self.exact_stats = exact_stats
-        cap = self.limit
         self._lru = np.zeros(8, np.int64)
-        self._tab = np.zeros(2 * _pow2(2 * cap), np.int64)
-        self._nkey = np.zeros(cap, np.int64)
-        self._ntime = np.zeros(cap, np.int64)
-        self._ring = np.zeros(2 * _pow2(2 * cap + 2), np.int64)
+        self._alloc(min(self.limit, 1 << 12))
         self._seen = np.zeros(8, np.int64)
         self._seen[jk.S_THRESHOLD] = jk.KEY_PRIME
-        self._seen[6] = MAX_SAMPLED_IDS if max_sampled_ids is None else max_sampled_ids
+        self._seen[jk.S_MAX] = seen_sample.MAX_SAMPLED_IDS if max_sampled_ids is None else max_sampled_ids
+        self._seen[jk.S_WIDE], self._seen[jk.S_PER_BLOCK] = lean.WIDE_TABLE_BYTES, lean.TABLE_BYTES_PER_BLOCK
         self._bits = np.zeros(0, np.uint8)
         self._skeys, self._sused = np.zeros(16, np.int64), np.zeros(16, np.uint8)
         self._mkeys, self._mused = np.zeros(16, np.int64), np.zeros(16, np.uint8)
@@ -128,8 +128,28 @@ class JitLruEngine:
         2^24 tokens, :func:`kvcalc.trace.analysis.one_lru_in_numba`; their sum fits in int64)."""
         self._replay(batch.ids, batch.counts, batch.inputs, batch.hi, batch.lo, int(batch.inputs.sum()))
 
+    def _alloc(self, blocks: int) -> None:
+        """Room for ``blocks`` cached blocks (grown with the cache, never beyond the capacity): the table
+        rehashed, the nodes copied, the ring's uses kept in order."""
+        lru = self._lru
+        tab = np.zeros(2 * _pow2(2 * blocks), np.int64)
+        nodes = np.zeros(2 * blocks, np.int64)  # per cached block: its id, the time of its last use
+        ring = np.zeros(2 * _pow2(2 * blocks + 2), np.int64)
+        if lru[jk.L_TAIL]:
+            jk.rehash(self._tab, tab)
+            nodes[:len(self._nodes)] = self._nodes
+            r = len(self._ring) // 2
+            at = np.arange(lru[jk.L_HEAD], lru[jk.L_TAIL]) & (r - 1)
+            live = self._ring.reshape(r, 2)[at]
+            ring[:2 * len(live)] = live.ravel()
+            lru[jk.L_HEAD], lru[jk.L_TAIL] = 0, len(live)
+        self._tab, self._nodes, self._ring, self._blocks = tab, nodes, ring, blocks
+
     def _replay(self, ids, counts, inputs, hi, lo, input_total) -> None:
         n = len(ids)
+        need = min(self.limit, int(self._lru[jk.L_SIZE]) + n)
+        if need > self._blocks:
+            self._alloc(min(self.limit, max(need, 2 * self._blocks)))
         seen = self._seen
         if seen[jk.S_SWITCH] == 2:
             if 2 * (seen[jk.S_SAMPLED] + n) > len(self._mkeys):
@@ -137,7 +157,8 @@ class JitLruEngine:
         elif n:
             top = 8 * len(self._bits)
             if lo < 0 or hi >= top:
-                if 0 <= hi < 8 * max(jk.WIDE, jk.PER_BLOCK * (int(seen[jk.S_COUNT]) + n + 1)) and hi >= top:
+                bound = 8 * max(int(seen[jk.S_WIDE]), int(seen[jk.S_PER_BLOCK]) * (int(seen[jk.S_COUNT]) + n + 1))
+                if top <= hi < bound:
                     self._grow_bits(hi)
                     top = 8 * len(self._bits)
                 outside = int(np.count_nonzero((ids < 0) | (ids >= top)))
@@ -149,8 +170,8 @@ class JitLruEngine:
                     self._skeys, self._sused = keys, used
         out = self._out
         out[:] = 0
-        jk.replay(ids, counts, inputs, len(counts), self.block_tokens, self.limit, self._lru, self._tab, self._nkey,
-                  self._ntime, self._ring, seen, self._bits, self._skeys, self._sused, self._mkeys, self._mused,
+        jk.replay(ids, counts, inputs, len(counts), self.block_tokens, self.limit, self._lru, self._tab, self._nodes,
+                  self._ring, seen, self._bits, self._skeys, self._sused, self._mkeys, self._mused,
                   self._me0, self._me1, out)
         c = self.counts
         for k in range(5):
@@ -190,7 +211,7 @@ class JitLruEngine:
         seen = self._seen
         estimate = None
         if seen[jk.S_SWITCH] == 2:
-            sample = SeenSample((), int(seen[6]))
+            sample = SeenSample((), int(seen[jk.S_MAX]))
             sample.threshold = int(seen[jk.S_THRESHOLD])
             live = self._mused == 1
             sample.ids = set(self._mkeys[live].tolist())
@@ -210,21 +231,58 @@ class JitLruEngine:
         }, estimate)
 
 
-def add_batch_stats(stats: StatsAccumulator, batch: ArrayBatch) -> None:
-    """:meth:`StatsAccumulator.add_records` for an :class:`ArrayBatch` (the same counts and time span)."""
-    stats.requests += len(batch)
-    stats.input_counts.update(batch.inputs.tolist())
-    stats.output_counts.update(batch.outputs.tolist())
-    stats.first_ms = min(stats.first_ms, float(batch.ts.min()))
-    stats.last_ms = max(stats.last_ms, float(batch.ts.max()))
+class LengthCounts:
+    """A count per distinct value of int64 arrays, compiled (:func:`kvcalc.trace.jit_reader.count_values`); read
+    out as a :class:`collections.Counter` (the statistics' ``input_counts`` and ``output_counts``)."""
+
+    def __init__(self) -> None:
+        self._size = np.zeros(1, np.int64)
+        self._alloc(1 << 12)
+
+    def _alloc(self, slots: int) -> None:
+        self.keys, self.used, self.counts = np.zeros(slots, np.int64), np.zeros(slots, np.uint8), \
+            np.zeros(slots, np.int64)
+
+    def add(self, values: np.ndarray) -> None:
+        if 2 * (int(self._size[0]) + len(values)) > len(self.keys):
+            keys, used, counts = self.keys, self.used, self.counts
+            self._alloc(_pow2(4 * (int(self._size[0]) + len(values))))
+            jk.set_insert_all(keys, used, self.keys, self.used, counts, counts, self.counts, self.counts)
+        jit_reader.count_values(values, self.keys, self.used, self.counts, self._size)
+
+    def counter(self) -> Counter:
+        live = self.used == 1
+        return Counter(dict(zip(self.keys[live].tolist(), self.counts[live].tolist())))
+
+
+class BatchStats(StatsAccumulator):
+    """:class:`StatsAccumulator` that also takes an :class:`ArrayBatch` (:meth:`add_batch`): the same counts and
+    time span, counted in compiled code and merged into the Counters at :meth:`finish`."""
+
+    def __init__(self, block_tokens: int):
+        super().__init__(block_tokens)
+        self._in, self._out = LengthCounts(), LengthCounts()
+
+    def add_batch(self, batch: ArrayBatch) -> None:
+        self.requests += len(batch)
+        self._in.add(batch.inputs)
+        self._out.add(batch.outputs)
+        self.first_ms = min(self.first_ms, float(batch.ts.min()))
+        self.last_ms = max(self.last_ms, float(batch.ts.max()))
+
+    def finish(self, *args, **kwargs):
+        self.input_counts.update(self._in.counter())
+        self.output_counts.update(self._out.counter())
+        self._in, self._out = LengthCounts(), LengthCounts()
+        return super().finish(*args, **kwargs)
 
 
 def jit_pass(reader: JitTraceReader, engine: JitLruEngine, block_tokens: int):
     """:func:`kvcalc.trace.engine.run_pass` over a :class:`JitTraceReader`: (statistics so far, the answers)."""
-    stats = StatsAccumulator(block_tokens)
+    stats = BatchStats(block_tokens)
     for records, _, signed in reader.signed_batches():
         if type(records) is ArrayBatch:
-            add_batch_stats(stats, records)
+            stats.add_batch(records)
             engine.add_batch(records)
         else:
             stats.add_records(records)
@@ -232,4 +290,4 @@ def jit_pass(reader: JitTraceReader, engine: JitLruEngine, block_tokens: int):
     return stats, engine.finish(reader.skipped_lines)
 
 
-__all__ = ["ArrayBatch", "JitLruEngine", "JitTraceReader", "MAX_IDS_PER_LINE", "jit_pass"]
+__all__ = ["ArrayBatch", "BatchStats", "JitLruEngine", "JitTraceReader", "jit_pass"]
