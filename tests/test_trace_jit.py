@@ -292,10 +292,23 @@ def test_dispatch_rule(tmp_path: Path, monkeypatch) -> None:
     kct.write_text(json.dumps({"id": 1, "block_size": 4, "requests": [{"t": 0, "in": 4, "out": 1,
                                                                       "hash_ids": [1]}] * 40}))
     assert not rule(kct, [12], block_tokens=4, fmt="auto")  # another reader: today's engines
-    # the shipped rule: 32 MiB and 250,000 blocks (128m tokens at 512-token blocks), blocks up to 2^24 tokens
+    # the shipped rule: 64 MiB and 250,000 blocks (128m tokens at 512-token blocks), blocks up to 2^24 tokens
     monkeypatch.undo()
-    assert (analysis.NUMBA_ONE_LRU_BYTES, analysis.MIN_NUMBA_CAPACITY_BLOCKS) == (32 << 20, 250_000)
+    assert (analysis.NUMBA_ONE_LRU_BYTES, analysis.MIN_NUMBA_CAPACITY_BLOCKS) == (64 << 20, 250_000)
     assert analysis.MAX_NUMBA_BLOCK_TOKENS == 1 << 24
+
+
+def test_unusable_numba_falls_back(tmp_path: Path, monkeypatch) -> None:
+    # numba found but its engine cannot be imported (a broken install, or no directory to cache kernels in):
+    # today's engines answer, the same figures
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": i, "input_length": 1024, "output_length": 1,
+                                        "hash_ids": [0, i]}) + "\n" for i in range(1, 50)))
+    _force(monkeypatch, False)
+    expected = _outcome(path, [2048], 512, False, False)
+    _force(monkeypatch, True)
+    monkeypatch.setitem(sys.modules, "kvcalc.trace.jit_lru", None)  # its import now raises ImportError
+    assert _outcome(path, [2048], 512, False, False) == expected
 
 
 PROBE = """\
