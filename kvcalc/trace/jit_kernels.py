@@ -47,39 +47,63 @@ def _mix(h, mask):
 # ---- hash tables ---------------------------------------------------------------------------------------------
 
 @njit(cache=True, inline="always")
-def _find(tab, mask, h):
-    """The slot of ``h`` in the LRU table ``tab`` (pairs: id, node + 1; 0 empty), or the empty slot it would take."""
-    s = _mix(h, mask)
-    while tab[2 * s + 1] != 0 and tab[2 * s] != h:
+def _tag(h):
+    """The id's 32-bit tag (the high half of splitmix64's mix, sign-extended): its slot is ``tag & mask``."""
+    x = np.uint64(h)
+    x = (x ^ (x >> _S30)) * _M1
+    x = (x ^ (x >> _S27)) * _M2
+    return np.int64(x ^ (x >> _S31)) >> 32
+
+
+@njit(cache=True, inline="always")
+def _find(tab, mask, nodes, h, tag):
+    """The slot of ``h`` in the LRU table (entries ``tag << 32 | node + 1``, 0 empty; the id itself is the node's,
+    compared only when the tags agree), or the empty slot it would take."""
+    s = tag & mask
+    while True:
+        e = tab[s]
+        if e == 0 or ((e >> 32) == tag and nodes[2 * ((e & _LOW32) - 1)] == h):
+            return s
+        s = (s + 1) & mask
+
+
+@njit(cache=True, inline="always")
+def _find_entry(tab, mask, e):
+    """The slot holding entry ``e`` (which is in the table)."""
+    s = (e >> 32) & mask
+    while tab[s] != e:
         s = (s + 1) & mask
     return s
 
 
 @njit(cache=True, inline="always")
 def _delete(tab, mask, s):
-    """Empty slot ``s`` of the LRU table, shifting back the entries after it (no tombstones)."""
-    tab[2 * s + 1] = 0
+    """Empty slot ``s`` of the LRU table, shifting back the entries after it (no tombstones; an entry's own
+    slot is its tag's low bits, so no id is read)."""
+    tab[s] = 0
     j = s
     while True:
         j = (j + 1) & mask
-        if tab[2 * j + 1] == 0:
+        e = tab[j]
+        if e == 0:
             return
-        k = _mix(tab[2 * j], mask)  # the entry's own slot: it may move back to s unless k lies in (s, j]
+        k = (e >> 32) & mask  # the entry's own slot: it may move back to s unless k lies in (s, j]
         if (j > s and (k <= s or k > j)) or (j < s and k <= s and k > j):
-            tab[2 * s] = tab[2 * j]
-            tab[2 * s + 1] = tab[2 * j + 1]
-            tab[2 * j + 1] = 0
+            tab[s] = e
+            tab[j] = 0
             s = j
 
 
 @njit(cache=True)
 def rehash(tab, new):
     """Every entry of one LRU table into another, empty and larger."""
-    mask = len(new) // 2 - 1
-    for s in range(len(tab) // 2):
-        if tab[2 * s + 1]:
-            t = _find(new, mask, tab[2 * s])
-            new[2 * t], new[2 * t + 1] = tab[2 * s], tab[2 * s + 1]
+    mask = len(new) - 1
+    for e in tab:
+        if e:
+            t = (e >> 32) & mask
+            while new[t]:
+                t = (t + 1) & mask
+            new[t] = e
 
 
 @njit(cache=True, inline="always")
@@ -185,18 +209,18 @@ def _push(lru, ring, node, t, nodes):
 @njit(cache=True, inline="always")
 def _access(h, cap, lru, tab, nodes, ring):
     """One block access past the request's hit run: refresh it, or insert it evicting the least recent."""
-    mask = len(tab) // 2 - 1
-    s = _find(tab, mask, h)
+    mask = len(tab) - 1
+    tag = _tag(h)
+    s = _find(tab, mask, nodes, h, tag)
     t = lru[L_TIME] + 1
     lru[L_TIME] = t
-    if tab[2 * s + 1]:
-        node = tab[2 * s + 1] - 1
+    if tab[s]:
+        node = (tab[s] & _LOW32) - 1
     else:
-        tab[2 * s] = h  # inserted first, the evicted id deleted after (the table has room for one more)
         if lru[L_SIZE] < cap:
             node = lru[L_SIZE]
             lru[L_SIZE] += 1
-            tab[2 * s + 1] = node + 1
+            tab[s] = (tag << 32) | (node + 1)
         else:  # the least recent: the oldest use in the ring that is its node's last
             r = len(ring)
             while True:
@@ -205,8 +229,15 @@ def _access(h, cap, lru, tab, nodes, ring):
                 if _live(nodes, e):
                     break
             node = e >> 32
-            tab[2 * s + 1] = node + 1
-            _delete(tab, mask, _find(tab, mask, nodes[2 * node]))
+            old = (_tag(nodes[2 * node]) << 32) | (node + 1)
+            mine = (tag << 32) | (node + 1)
+            if mine != old:  # inserted first, the evicted entry deleted after (room for one more)
+                tab[s] = mine
+                _delete(tab, mask, _find_entry(tab, mask, old))
+            else:  # the same tag: the two entries would be alike; delete first, then find room again
+                _delete(tab, mask, _find_entry(tab, mask, old))
+                nodes[2 * node] = h
+                tab[_find(tab, mask, nodes, h, tag)] = mine
         nodes[2 * node] = h
     nodes[2 * node + 1] = t
     _push(lru, ring, node, t, nodes)
@@ -220,7 +251,7 @@ def replay(ids, counts, inputs, nreq, block_tokens, cap, lru, tab, nodes, ring,
     blocks, reused tokens, the infinite cache's hit blocks and reused tokens (exact mode; in sample mode its
     LRU-run part, the sample holding the rest), blocks."""
     b = block_tokens
-    mask = len(tab) // 2 - 1
+    mask = len(tab) - 1
     top = 8 * len(bits)
     pos = 0
     hits = reused = inf_hits = inf_reused = touched = 0
@@ -231,13 +262,14 @@ def replay(ids, counts, inputs, nreq, block_tokens, cap, lru, tab, nodes, ring,
         hit = 0
         if cap:
             for j in range(pos, pos + n):  # touch the request's slots and nodes first: independent loads, so the
-                s = _mix(ids[j], mask)  # memory fetches overlap (the loop below waits on each in turn)
-                touched += tab[2 * s + 1] + nodes[2 * max(tab[2 * s + 1] - 1, 0) + 1]
+                e = tab[_tag(ids[j]) & mask]  # memory fetches overlap (the loop below waits on each in turn)
+                touched += e + nodes[2 * max((e & _LOW32) - 1, 0) + 1]
             while hit < n:  # the leading run of cached blocks, refreshed as counted
-                s = _find(tab, mask, ids[pos + hit])
-                if tab[2 * s + 1] == 0:
+                h = ids[pos + hit]
+                s = _find(tab, mask, nodes, h, _tag(h))
+                if tab[s] == 0:
                     break
-                node = tab[2 * s + 1] - 1
+                node = (tab[s] & _LOW32) - 1
                 t = lru[L_TIME] + 1
                 lru[L_TIME] = t
                 nodes[2 * node + 1] = t

@@ -90,8 +90,9 @@ class JitLruEngine:
     interface of :mod:`kvcalc.trace.engine` plus :meth:`add_batch` for an :class:`ArrayBatch`. Answers equal
     :class:`kvcalc.trace.lean.LeanEngine`'s for the same capacities and ``exact_stats``.
 
-    Memory: the LRU table (16 B per slot, 4 to 8 slots per cached block: a table at most a quarter full
-    probes and shifts far less, measured 50 against 74 ns per access at half full), the nodes (16 B per
+    Memory: the LRU table (8 B per slot: a 32-bit tag and the node, the id read from the node only when the
+    tags agree; 4 to 8 slots per cached block: a table at most a quarter full probes and shifts far less,
+    measured 50 against 74 ns per access at half full), the nodes (16 B per
     cached block), the ring of uses (8 B per entry, 2 to 4 per cached block); the blocks
     seen: a bit per id for ids within the lean replay's bit-table bound, else a hash set (9 B per slot), or the
     bounded sample."""
@@ -138,7 +139,7 @@ class JitLruEngine:
         if blocks >= 1 << 29:  # the ring's times mod 2^32 need a ring below 2^31 entries (jit_kernels._live)
             raise ValueError("JitLruEngine: at most 2^29 cached blocks")
         lru = self._lru
-        tab = np.zeros(2 * _pow2(4 * blocks), np.int64)  # at most a quarter full once the cache is
+        tab = np.zeros(_pow2(4 * blocks), np.int64)  # tag << 32 | node + 1; at most a quarter full
         nodes = np.zeros(2 * blocks, np.int64)  # per cached block: its id, the time of its last use
         ring = np.zeros(_pow2(2 * blocks + 2), np.int64)  # uses: node << 32 | time mod 2^32
         if lru[jk.L_TAIL]:
