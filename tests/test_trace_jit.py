@@ -88,6 +88,30 @@ def test_lru_many_evictions_equal_the_direct_replay() -> None:
     assert got.at(40) == simulate(requests, 40, 1)
 
 
+def _equal_tags() -> tuple[int, int]:
+    """Two ids whose 32-bit table tags (the high half of splitmix64's mix) are equal: a birthday search over
+    2^18 ids (about 8 pairs expected: 2^36 / 2^33)."""
+    x = np.arange(1, 1 << 18, dtype=np.uint64)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    tags = (x ^ (x >> np.uint64(31))) >> np.uint64(32)
+    order = np.argsort(tags, kind="stable")
+    same = np.flatnonzero(tags[order][1:] == tags[order][:-1])
+    return int(order[same[0]]) + 1, int(order[same[0] + 1]) + 1
+
+
+def test_evicting_an_id_of_the_same_tag() -> None:
+    # a 1-block cache: b evicts a, whose entry would look like b's (same tag, same node): the delete-first path
+    from test_trace_lru_one import Record
+
+    a, b = _equal_tags()
+    records = [Record(0.0, 1, 1, [h]) for h in (a, b, b, a, a, b, 7, b)]
+    got = _answers(JitLruEngine([1], 1), [records])
+    requests = [TraceRequest(0.0, 1, 1, (h,), 0) for h in (a, b, b, a, a, b, 7, b)]
+    assert got.at(1) == simulate(requests, 1, 1)
+    assert got.at(1).hit_blocks == 2  # the second b and the second a
+
+
 def test_refuses_anything_but_one_finite_capacity() -> None:
     for capacities in ([], [None], [4, 8]):
         with pytest.raises(ValueError, match="exactly one finite capacity"):

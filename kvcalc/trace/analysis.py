@@ -164,7 +164,7 @@ def one_lru_in_numba(path: str | Path, capacities_tokens: Sequence[int | None], 
     accesses: 64 MiB of JSONL holds 2.8 M random 64-bit ids (~24 B each) or ~9 M dense ones (~7 B). In
     memory, only against a reference that itself holds a large cache: at 3m tokens (5,859 blocks) the
     OrderedDict reference peaks at 14 MB and numba's process at 157 MB, 11x (the issue's bound is 2x), so
-    small caches stay on the lean replay, which meets the bound; at 250,000 blocks (128m) 1.8x."""
+    small caches stay on the lean replay, which meets the bound; at 250,000 blocks (128m) 1.75x."""
     finite = {c for c in capacities_tokens if c is not None}
     if policy != "lru" or len(finite) != 1 or capacity_blocks_for(finite.pop(), block_tokens) < \
             MIN_NUMBA_CAPACITY_BLOCKS or block_tokens > MAX_NUMBA_BLOCK_TOKENS:
