@@ -263,6 +263,25 @@ def test_mooncake_equals_lean(path, monkeypatch) -> None:
     assert runs[True] == runs[False]
 
 
+@pytest.mark.parametrize("kind", ["gz", "zst"])
+def test_compressed_equals_lean(tmp_path: Path, kind: str, monkeypatch) -> None:
+    # the compressed fixtures' path: the same pieces, decompressed by the reader's stream, then parsed
+    fixtures = Path(__file__).parent / "fixtures" / "traces"
+    if kind == "zst":
+        pytest.importorskip("zstandard")
+        path = fixtures / "mooncake_synthetic_head400.jsonl.zst"
+    else:
+        import gzip
+
+        path = tmp_path / "head400.jsonl.gz"
+        path.write_bytes(gzip.compress((fixtures / "mooncake_synthetic_head400.jsonl").read_bytes()))
+    runs = {}
+    for numba in (False, True):
+        _force(monkeypatch, numba)
+        runs[numba] = [_outcome(path, c, 512, False, False) for c in ([3_000_000], [512, None])]
+    assert runs[True] == runs[False]
+
+
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_lines_same_errors_as_lean(tmp_path: Path, case: str, monkeypatch) -> None:
     path = tmp_path / "hostile.jsonl"
