@@ -80,7 +80,7 @@ def test_bench_compressed_traces_equal_plain(tmp_path):
 
 def test_bench_trace_format_options():
     assert_bad_input(run_cli(*BENCH, "--trace", str(AZURE), "--trace-format", "burstgpt-csv"),
-                     "burstgpt-csv header", "request tokens")
+                     "--trace-format burstgpt-csv needs a header", "request tokens")
     assert_bad_input(run_cli(*BENCH, "--trace", str(AZURE), "--trace-format", "azure"), "--trace-format",
                      "did you mean azure-csv")
     assert_bad_input(run_cli(*BENCH, "--trace-format", "azure-csv"), "--trace-format", "--trace FILE")

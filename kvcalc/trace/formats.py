@@ -260,7 +260,7 @@ class LengthsCsvReader(_RowReader):
                 wanted = self.COLUMNS[self.kind]
                 missing = [c for c in wanted if c not in header]
                 if missing:
-                    raise InputError(f"{self.path}:1: a {self.kind} header needs the columns {', '.join(wanted)} "
+                    raise InputError(f"{self.path}:1: --trace-format {self.kind} needs a header with the columns {', '.join(wanted)} "
                                      f"(missing {', '.join(missing)})")
                 at = [header.index(c) for c in wanted]
                 first = None
