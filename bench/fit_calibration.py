@@ -98,6 +98,12 @@ BOUNDS = {
     # sum): ~5.6 us each; a 512-byte custom all-reduce on H100, a kernel that moves almost nothing, takes 3.7-5.9 us
     # at TP 2-8 (sgl-project/sglang#2904); the ceiling is 8 us, a stated margin above both
     "kernel_us": (0.0, 8.0),
+    # the API server's serial cost per prompt token (tokenising it, the request's input processing): Hugging
+    # Face's Rust tokenizers take "less than 20 seconds to tokenize a GB of text on a server's CPU" (their README):
+    # ~250 M tokens at ~4 B of text each, 80 ns per token over a server's cores; 1 us per token, a serial front end
+    # 12x slower than that, is the ceiling (an A100 fit unbounded here reached 22.8 us: 0.75 s per 32K-token prompt,
+    # a stand-in for slower attention, not a front-end cost)
+    "frontend_ns_per_input_token": (0.0, 1000.0),
     # frontend_us_per_request: set per GPU from its own rows (frontend_ceiling_us)
 }
 
