@@ -10,16 +10,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_serving_fast import LinearSteps
+from test_serving_fast import LinearSteps, drawn_limits
 from test_trace_formats import MOONCAKE_HEAD
 
 from kvcalc.model import catalog
-from kvcalc.serve.bench import BenchSpec, pool_and_limits, simulate_spec
+from kvcalc.serve.bench import BenchSpec, simulate_spec
 from kvcalc.serve.bench_report import replica_rows
 from kvcalc.serve.calibration import calibration_for
 from kvcalc.serve.cluster import simulate_cluster
 from kvcalc.serve.scheduler import Pool, Requests, Scheduling, simulate
-from kvcalc.serve.step_time import step_model
 from kvcalc.trace.replicas import ReplicaEngine
 
 POOL = Pool(num_blocks=1000, block_size=16)
@@ -115,15 +114,8 @@ def test_lockstep_with_a_fixed_assignment_equals_each_replica_alone(data):
                    handed=rng.integers(0, 1200, n) if data.draw(st.booleans(), "handed") else None,
                    warm_keys=frozenset(range(2)) if data.draw(st.booleans(), "warm") else None,
                    load_s=rng.uniform(0, 0.05, n) if data.draw(st.booleans(), "loads") else None)
-    s = BenchSpec("qwen3-8b", catalog.load_model("qwen3-8b"), "h100-sxm", catalog.load_hardware("h100-sxm"), None,
-                  calibration_for("h100-sxm")[0], "h100-sxm", num_prompts=n)
-    sm = step_model(s.model, s.hw, s.link, s.cal, s.tp)
-    pool, sch = pool_and_limits(s)
-    pool = dataclasses.replace(pool, num_blocks=pool.need_one(1300) + data.draw(st.sampled_from([0, 50, 10**5])))
-    sch = dataclasses.replace(sch, prefix_caching=data.draw(st.booleans(), "caching"),
-                              max_num_seqs=data.draw(st.sampled_from([4, 256]), "seqs"),
-                              max_num_batched_tokens=data.draw(st.sampled_from([16, 512, 8192]), "budget"),
-                              max_concurrency=data.draw(st.sampled_from([None, 1, 3]), "concurrency"),
+    _, sm, pool, sch = drawn_limits(data, n)
+    sch = dataclasses.replace(sch, max_concurrency=data.draw(st.sampled_from([None, 1, 3]), "concurrency"),
                               reserve_output=data.draw(st.booleans(), "reserve"),
                               frontend_s_per_request=data.draw(st.sampled_from([0.0, 0.003]), "front end"))
     if sch.reserve_output:  # the pool must hold the largest prompt + output at once

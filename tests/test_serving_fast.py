@@ -148,6 +148,21 @@ def test_a_run_past_the_token_budget_is_stepped_by_the_o1_loop():
     _same(fast, slow, s)
 
 
+def drawn_limits(data, n: int):
+    """(BenchSpec, step model, pool, scheduling) of Qwen3-8B on one H100 for ``n`` requests of prompts below 1,200
+    tokens, with a drawn pool (one 1,300-token request's blocks and 0, 50 or 10^5 more), prefix caching, sequence
+    cap and token budget: the hypothesis tests' setup here and in test_bench_clock_router.py."""
+    s = BenchSpec("qwen3-8b", catalog.load_model("qwen3-8b"), "h100-sxm", catalog.load_hardware("h100-sxm"), None,
+                  calibration_for("h100-sxm")[0], "h100-sxm", num_prompts=n)
+    sm = step_model(s.model, s.hw, s.link, s.cal, s.tp)
+    pool, sch = pool_and_limits(s)
+    pool = dataclasses.replace(pool, num_blocks=pool.need_one(1300) + data.draw(st.sampled_from([0, 50, 10**5])))
+    sch = dataclasses.replace(sch, prefix_caching=data.draw(st.booleans(), "caching"),
+                              max_num_seqs=data.draw(st.sampled_from([4, 256]), "seqs"),
+                              max_num_batched_tokens=data.draw(st.sampled_from([16, 512, 8192]), "budget"))
+    return s, sm, pool, sch
+
+
 def _same(fast, slow, s: BenchSpec) -> None:
     for k in ("steps", "preemptions", "cached_tokens", "prefill_tokens", "peak_running"):
         assert getattr(fast, k) == getattr(slow, k), k
@@ -176,14 +191,7 @@ def test_the_fast_paths_equal_the_loop_with_hand_offs_warm_keys_and_tier_loads(d
                    handed=rng.integers(0, 1200, n) if data.draw(st.booleans(), "handed") else None,
                    warm_keys=frozenset(range(3)) if data.draw(st.booleans(), "warm") else None,
                    load_s=rng.uniform(0, 0.05, n) if data.draw(st.booleans(), "loads") else None)
-    s = BenchSpec("qwen3-8b", catalog.load_model("qwen3-8b"), "h100-sxm", catalog.load_hardware("h100-sxm"), None,
-                  calibration_for("h100-sxm")[0], "h100-sxm", num_prompts=n)
-    sm = step_model(s.model, s.hw, s.link, s.cal, s.tp)
-    pool, sch = pool_and_limits(s)
-    pool = dataclasses.replace(pool, num_blocks=pool.need_one(1300) + data.draw(st.sampled_from([0, 50, 10**5])))
-    sch = dataclasses.replace(sch, prefix_caching=data.draw(st.booleans(), "caching"),
-                              max_num_seqs=data.draw(st.sampled_from([4, 256]), "seqs"),
-                              max_num_batched_tokens=data.draw(st.sampled_from([16, 512, 8192]), "budget"))
+    s, sm, pool, sch = drawn_limits(data, n)
     slow = simulate(sm, pool, req, sch, False)
     for fast in (simulate(sm, pool, req, sch), simulate(sm, pool, req, sch, True, False)):
         _same(fast, slow, s)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import sys
 from pathlib import Path
 from unittest.mock import patch
@@ -354,20 +353,10 @@ def test_unusable_numba_falls_back(tmp_path: Path, monkeypatch) -> None:
     assert _outcome(path, [2048], 512, False, False) == expected
 
 
-PROBE = """\
-import sys
-from kvcalc.cli.app import main
-try:
-    main(sys.argv[1:])
-except SystemExit:
-    pass
-sys.stderr.write("LOADED " + " ".join(m for m in ("numba", "llvmlite") if m in sys.modules) + "\\n")
-"""
-
-
 def _loaded(*args: str, env=None) -> set[str]:
-    p = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True, env=env)
-    return set(p.stderr.rsplit("LOADED", 1)[1].split())
+    from test_trace_lean import loaded_modules
+
+    return loaded_modules("numba,llvmlite", *args, env=env)[1]
 
 
 def test_numba_only_when_dispatched(tmp_path: Path) -> None:

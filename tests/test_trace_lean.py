@@ -212,16 +212,22 @@ PROBE = """\
 import sys
 from kvcalc.cli.app import main
 try:
-    main(sys.argv[1:])
+    main(sys.argv[2:])
 except SystemExit:
     pass
-sys.stderr.write("LOADED " + " ".join(m for m in ("numpy", "pydantic") if m in sys.modules) + "\\n")
+sys.stderr.write("LOADED " + " ".join(m for m in sys.argv[1].split(",") if m in sys.modules) + "\\n")
 """
 
 
-def _loaded(*args: str) -> tuple[str, set[str]]:
-    p = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True)
+def loaded_modules(modules: str, *args: str, env=None) -> tuple[str, set[str]]:
+    """(stdout, which of ``modules`` (comma-separated) were imported) of ``kvcalc ARGS`` in a fresh interpreter."""
+    p = subprocess.run([sys.executable, "-c", PROBE, modules, *args], capture_output=True, text=True, check=True,
+                       env=env)
     return p.stdout, set(p.stderr.rsplit("LOADED", 1)[1].split())
+
+
+def _loaded(*args: str) -> tuple[str, set[str]]:
+    return loaded_modules("numpy,pydantic", *args)
 
 
 @pytest.mark.parametrize("args", [("--capacity", "3m"), ("--capacity", "inf"), ("--capacity", "3m,inf"),
