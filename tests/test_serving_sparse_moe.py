@@ -46,36 +46,59 @@ def test_a_decode_step_reads_the_experts_its_tokens_touch():
 
 
 def test_the_indexer_scores_every_earlier_token_in_prefill_by_hand():
-    v32, v3 = _sm("deepseek-v3.2"), _sm("deepseek-v3")
-    # up to 2,048 positions DSA attends what MLA does (min(t, top_k) = t), so the difference is the indexer alone:
+    v32 = _sm("deepseek-v3.2")
+    # up to 2,048 positions DSA attends every earlier token (min(t, top_k) = t), in the latent (FlashMLA's sparse
+    # prefill, MQA 576 / 512) with 16 heads per GPU padded to 64 (x 4: sparse_head_padding), + the indexer:
     # 999,424 FLOP x sum_{t=1}^{2000} t = 999,424 x 2,001,000 = 1,999,847,424,000 FLOP on EACH of the 8 GPUs
     # (replicated), in FP8 at 1,978.9 TFLOP/s x the attention efficiency
     flops = INDEXER * 2000 * 2001 // 2
     assert flops == 1_999_847_424_000
-    extra = v32.prefill_attention_flops(0, 2000) - v3.prefill_attention_flops(0, 2000)
+    extra = v32.prefill_attention_flops(0, 2000) - 4 * LATENT * 2000 * 2001 // 2
     time_s = extra / (v32.tp * v32.attn_peak * v32.attn_eff)
     assert time_s == pytest.approx(flops / (1978.9e12 * v32.attn_eff), rel=1e-12)
     # O(L^2): a chunk of positions 30,001..32,000 scores 30,001..32,000 earlier tokens each
     chunk = v32.prefill_attention_flops(30000, 2000)
-    mla = 2 * 128 * (192 + 128) * 61 * 2048 * 2000   # the top-k read: 2,048 entries per position
+    sparse = 4 * LATENT * 2048 * 2000                # the top-k read: 2,048 entries per position
     equiv = v32.tp * v32.attn_peak / 1978.9e12       # FP8 FLOPs on every GPU in BF16-attention equivalents
-    assert chunk == pytest.approx(mla + INDEXER * (32000 * 32001 - 30000 * 30001) // 2 * equiv, rel=1e-12)
+    assert chunk == pytest.approx(sparse + INDEXER * (32000 * 32001 - 30000 * 30001) // 2 * equiv, rel=1e-12)
 
 
 def test_the_indexer_per_decode_token_by_hand():
     v32 = _sm("deepseek-v3.2")
     ctx = np.array([1000, 8192])
-    # MLA decodes in the latent: min(L, 2,048) entries at 2 x 128 x (512 + 64 + 512) x 61 = 16,990,208 FLOP each;
-    # the indexer scores all L at 999,424 FLOP each (FP8, every GPU): in attention-peak equivalents x tp x BF16 /
-    # FP8 peak
+    # MLA decodes in the latent: min(L, 2,048) entries at 2 x 128 x (512 + 64 + 512) x 61 = 16,990,208 FLOP each,
+    # x 4 for vLLM's sparse kernels' 64-head tile at 16 heads per GPU; the indexer scores all L at 999,424 FLOP
+    # each (FP8, every GPU): in attention-peak equivalents x tp x BF16 / FP8 peak
     equiv = v32.tp * v32.attn_peak / 1978.9e12
-    want = LATENT * np.minimum(ctx, 2048) + INDEXER * ctx * equiv
+    want = 4 * LATENT * np.minimum(ctx, 2048) + INDEXER * ctx * equiv
     assert np.allclose(v32.decode_attention_flops(ctx), want, rtol=1e-12)
     attn, _ = v32.decode_sums(ctx, axis=0)
     assert float(attn) == pytest.approx(float(want.sum()), rel=1e-12)
     # 8,192 tokens: 8.19 GFLOP on one GPU = 4.1 us at the FP8 peak / efficiency
     assert INDEXER * 8192 / (1978.9e12 * v32.attn_eff) == pytest.approx(
-        (want[1] - LATENT * 2048) / (v32.tp * v32.attn_peak * v32.attn_eff))
+        (want[1] - 4 * LATENT * 2048) / (v32.tp * v32.attn_peak * v32.attn_eff))
+
+
+@pytest.mark.parametrize("hw, tp, pad", [
+    ("h200-sxm", 8, 4.0),    # 128 / 8 = 16 heads per GPU run as Hopper's 64
+    ("h200-sxm", 4, 2.0),    # 32 -> 64
+    ("h200-sxm", 2, 1.0),    # 64: a whole tile
+    ("b200", 8, 8.0),        # Blackwell's tile of 128: 16 -> 128
+    ("b200", 1, 1.0)])       # 128
+def test_sparse_kernels_pay_for_the_padded_heads(hw, tp, pad):
+    # vLLM's FlashMLASparseImpl pads each GPU's query heads to a multiple of 64 (SM90) or 128 (SM100) for the
+    # sparse prefill kernel, and its decode kernel takes h_q 64 or 128 only: both phases pay x pad; SGLang's NSA
+    # backend runs the same sparse prefill kernel, but its decode is not padded (not modelled as padded)
+    h = catalog.load_hardware(hw)
+    m, cal = catalog.load_model("deepseek-v3.2"), calibration_for(hw)[0]
+    vllm = step_model(m, h, catalog.load_link(h.scaleup_link), cal, tp)
+    sglang = step_model(m, h, catalog.load_link(h.scaleup_link), cal, tp, engine="sglang")
+    assert vllm.attn_coef[0] == sglang.attn_coef[0] == pytest.approx(LATENT * pad)
+    assert (vllm.decode_attn_coef or vllm.attn_coef)[0] == pytest.approx(LATENT * pad)
+    assert (sglang.decode_attn_coef or sglang.attn_coef)[0] == pytest.approx(LATENT)
+    # dense MLA (V3, R1) prefills decompressed on FlashAttention: no tile of heads, no padding
+    v3 = step_model(catalog.load_model("deepseek-v3"), h, catalog.load_link(h.scaleup_link), cal, tp)
+    assert v3.attn_coef[0] == 2 * 128 * (192 + 128) * 61 and v3.decode_attn_coef[0] == LATENT
 
 
 def test_no_indexer_no_term_and_ampere_scores_in_bf16():

@@ -14,7 +14,10 @@ chunks of prompts being prefilled. Per GPU:
              attention FLOPs = 2 x q_heads x (d_qk + d_v) x layers x attended(t) per query token (compute.py);
              an MLA decode runs in the latent (vLLM's and SGLang's MLA decode kernels absorb W_UK and W_UV: keys
              of kv_lora_rank + rope, values of kv_lora_rank), 2 x q_heads x (2 x 512 + 64) per entry for
-             DeepSeek V3 instead of the prefill's decompressed 2 x q_heads x (192 + 128);
+             DeepSeek V3 instead of the prefill's decompressed 2 x q_heads x (192 + 128); the sparse kinds (DSA,
+             V4's CSA/HCA: FlashMLA's sparse kernels) prefill in the latent too, and pay for each GPU's query
+             heads padded to the kernels' tile of 64 (Hopper) or 128 (Blackwell), in prefill and in vLLM's
+             decode (sparse_head_padding);
              indexer FLOPs = 2 x index_heads x index_head_dim x layers x indexed(t) per query token: the indexer
              scores every indexed entry (DSA: all t earlier tokens, O(L^2) over a prefill; CSA: floor(t / 4))
              before the top-k read, on every GPU (vLLM and SGLang replicate it: ReplicatedLinear, "no tensor
@@ -65,6 +68,9 @@ KERNELS = {
 }
 # GEMMs with FP8 weights per block: each has one activation-quantisation kernel before it (per-token-group FP8)
 FP8_GEMMS = {"attention": 2, "mla": 3, "mlp": 2, "moe": 2}
+# the kinds whose attention runs FlashMLA's sparse kernels (flash_mla_sparse_fwd, flash_mla_with_kvcache with
+# indices): DeepSeek V3.2's DSA (vLLM's FLASHMLA_SPARSE backend, SGLang's NSA backend) and V4's compressed layers
+SPARSE_MLA_KINDS = ("dsa", "csa", "hca")
 ENGINE_STEP_FIELDS = {"vllm": "vllm_step_us", "vllm-async": "vllm_async_step_us", "sglang": "sglang_step_us",
                       "trtllm": "trtllm_step_us"}
 
@@ -335,6 +341,12 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         mla = latent.get(g.name) if g.kind in ("mla", "dsa") and shape[0] else None
         decode_coef.append(2.0 * shape[0] * (2 * mla.kv_lora_rank + mla.rope_head_dim) * g.layers if mla
                            else coef[-1])
+        if g.kind in SPARSE_MLA_KINDS and shape[0]:
+            # FlashMLA's sparse kernels: the prefill runs in the latent too (MQA, 576 / 512 for V3.2), and both
+            # prefill and vLLM's decode pay for the heads padded per GPU (sparse_head_padding)
+            pad = sparse_head_padding(shape[0], tp, hw)
+            coef[-1] = (decode_coef[-1] if mla else coef[-1]) * pad
+            decode_coef[-1] = decode_coef[-1] * (pad if engine == "vllm" else 1.0)
     attn_peak = hw.peak_flops("bf16")
     # the indexer's logits GEMM (DeepGEMM fp8_mqa_logits) runs FP8 where the GPU has it, every GPU the whole of it
     idx_ratio = tp * attn_peak / hw.peak_flops("fp8")
@@ -375,6 +387,22 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         dense_dequant=dense_slow, expert_dequant=slow, indexer_coef=idx_coef,
         decode_attn_coef=tuple(decode_coef) if decode_coef != coef else (), kernel_floor_s=floor_s,
         kernels_per_layer=kernels)
+
+
+def sparse_head_padding(q_heads: int, tp: int, hw: HardwarePreset) -> float:
+    """The work FlashMLA's sparse attention kernels do per query head actually held by a GPU: each GPU's query heads
+    padded up to a multiple of 64 (Hopper and earlier) or 128 (Blackwell, the GPUs with FP4 tensor cores), the
+    kernels' tile of heads [x]. vLLM's FlashMLASparseImpl pads the BF16 prefill kernel's query
+    (``self.padding = 128 if is_device_capability(100) else 64``: "kernel requires num_local_head to be a multiple
+    of 64 on hopper and 128 on blackwell", vllm/v1/attention/backends/mla/flashmla_sparse.py, v0.12-v0.13), and its
+    FP8 decode kernel the same ("FP8 decode kernel only supports h_q = 64 or 128, so we need to pad", later
+    versions); FlashInfer's NSA test pads the same way before flash_mla_sparse_fwd. DeepSeek V3.2 at TP 8: 128 / 8
+    = 16 heads per GPU run as 64, 4x."""
+    import math
+
+    per_gpu = math.ceil(q_heads / tp)
+    tile = 128 if hw.fp4_dense_tflops else 64
+    return math.ceil(per_gpu / tile) * tile / per_gpu
 
 
 def kernels_per_layer(groups, moe: bool, fp8: bool) -> float:
