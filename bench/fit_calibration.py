@@ -151,6 +151,8 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=20.0)
     ap.add_argument("--start-factor", type=float, default=1.5)
     ap.add_argument("--min-factor", type=float, default=1.05)
+    ap.add_argument("--only", default="", help="comma-separated parameters to fit, the others held at the preset")
+    ap.add_argument("--why", default="", help="with --only --write: why those alone were refitted (into source)")
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args()
 
@@ -161,8 +163,13 @@ def main() -> int:
     rows = [r for r in c.read_rows(a.csv) if c.hardware_of(r.hardware) == a.hardware]
     engines = {engine_key(c.ENGINES[r.engine], "--async-scheduling" in r.flags) for r in rows}
     params = list(SHARED) + [p for e in sorted(engines) for p in ENGINE_PARAMS[e]]
+    only = [n for n in a.only.split(",") if n]
+    if any(n not in params for n in only):
+        ap.error(f"--only: not a fitted parameter on {a.hardware}: {[n for n in only if n not in params]}")
     cal = catalog.load("calibration", a.hardware)
     BOUNDS["frontend_us_per_request"] = (0.0, frontend_ceiling_us(rows))
+    if only:
+        params = only
     for name in params:  # the start: the committed preset inside the bounds
         value = getattr(cal, name)
         if value == 0 and name in BOUNDS and BOUNDS[name][1] > 0:
@@ -195,7 +202,9 @@ def main() -> int:
     print(f"best {best:.3f}: {text}")
     fitted = {n: getattr(cal, n) for n in params}
     print(fitted)
-    if a.write:
+    if a.write and only:
+        write_only(a.hardware, cal, only, text, a.why)
+    elif a.write:
         write(a.hardware, cal, params, rows, text)
     return 0
 
@@ -233,6 +242,23 @@ def write(hw: str, cal, params, rows, text: str) -> None:
     lines[-3] += "  # vLLM arg_utils _set_default_args: A100 and < 70 GiB GPUs 2,048 / 256, else 8,192 / 1,024"
     (ROOT / "presets" / "calibration" / f"{hw}.toml").write_text("\n".join(lines) + "\n")
     del c
+
+
+def write_only(hw: str, cal, only, text: str, why: str) -> None:
+    """Update only the ``only`` fields of presets/calibration/<hw>.toml and say so at the end of its source."""
+    import re
+
+    path = ROOT / "presets" / "calibration" / f"{hw}.toml"
+    body = path.read_text()
+    for name in only:
+        v = getattr(cal, name)
+        shown = float(f"{v:.4g}") if isinstance(v, float) else v
+        body = re.sub(rf"^{name} = [^#\n]*", f"{name} = {shown!r} ", body, count=1, flags=re.M).replace(" \n", "\n")
+    note = (f"; then {', '.join(only)} alone refitted (--only, the rest held){': ' + why if why else ''}, "
+            f"on those rows: {text}")
+    body = re.sub(r'^(source = ".*)"$', lambda m: m.group(1) + note.replace('"', "'") + '"', body, count=1,
+                  flags=re.M)
+    path.write_text(body)
 
 
 if __name__ == "__main__":
