@@ -30,8 +30,21 @@ def test_deepseek_presets_carry_the_routed_experts_of_the_config(name):
     assert ROUTED == 653_908_770_816
     assert (m.moe_experts, m.moe_experts_per_token) == (imported.moe_experts, imported.moe_experts_per_token) == (256, 8)
     assert m.moe_expert_params_b * 1e9 == pytest.approx(ROUTED) == imported.moe_expert_params_b * 1e9
+    # n_shared_experts 1: one shared expert per MoE layer (its kernels in the step's floor, step_time.KERNELS)
+    assert m.moe_shared_experts == imported.moe_shared_experts == 1
     # capacity unchanged: the weights stay 671 B params x 1 B (FP8)
     assert m.weight_bytes == 671e9
+
+
+@pytest.mark.parametrize("name, shared", [
+    ("qwen3-next-80b-a3b", 1),       # shared_expert_intermediate_size 512
+    ("llama-4-scout", 1),            # modeling_llama4.py: one shared expert, no config field
+    ("nemotron-3-nano-30b-a3b", 1),  # n_shared_experts 1
+    ("kimi-k2", 1), ("glm-5", 1),    # n_shared_experts 1
+    ("qwen3-235b-a22b", None), ("gpt-oss-120b", None)])  # routed experts only
+def test_shared_experts_come_from_the_config_and_agree_with_the_preset(name, shared):
+    assert catalog.load_model(f"tests/fixtures/configs/{name}").moe_shared_experts == shared
+    assert catalog.load_model(name).moe_shared_experts == shared
 
 
 def test_a_decode_step_reads_the_experts_its_tokens_touch():

@@ -146,6 +146,8 @@ def count(cfg, dtype_bytes: float) -> dict:
         from kvcalc.out import units
 
         out["moe_experts"], out["moe_experts_per_token"] = experts, top_k
+        if shared:
+            out["moe_shared_experts"] = _shared_count(cfg)
         out["moe_expert_params_b"] = units.count_to_billions(parts["routed_experts"])
         expert_bytes = out["components"]["routed_experts"][1] / parts["routed_experts"]
         if expert_bytes != out["weight_bytes_per_param"]:
@@ -194,6 +196,13 @@ def _shared_params(cfg, hidden: int, moe_inter: int) -> int:
     n = cfg.int("n_shared_experts", 0, minimum=0)
     size = cfg.int("moe_shared_expert_intermediate_size", 0) or moe_inter
     return n * _mlp(cfg, hidden, size)
+
+
+def _shared_count(cfg) -> int:
+    """Shared experts per MoE layer, as _shared_params counts them: n_shared_experts, else one."""
+    if cfg.has("shared_expert_intermediate_size") or (cfg.text("model_type") or "").startswith("llama4"):
+        return 1
+    return cfg.int("n_shared_experts", 0, minimum=0)
 
 
 def _quant(cfg) -> tuple[str | None, float, list[str]]:

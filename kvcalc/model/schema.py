@@ -212,6 +212,10 @@ class ModelPreset:
     """routed experts each token uses per MoE layer (k)"""
     moe_expert_params_b: Optional[Billions] = None
     """parameters of all routed experts, all layers [billions]"""
+    moe_shared_experts: Optional[Dim] = None
+    """shared experts per MoE layer, run by every token beside its routed ones (DeepSeek's n_shared_experts; one
+    for a shared_expert_intermediate_size (Qwen2-MoE, Qwen3-Next) and for Llama 4): their weights are already in
+    the dense params; the serving model counts the kernels their MLP launches each step"""
     moe_expert_weight_bytes_per_param: Optional[BytesPerParam] = None
     """the routed experts' weight bytes per parameter (MXFP4 experts beside BF16 attention) [B/param]; absent =
     weight_bytes_per_param"""

@@ -65,9 +65,12 @@ KERNELS = {
     "mlp": 4,         # post-attention norm, gate_up GEMM, activation, down GEMM
     "moe": 8,         # post-attention norm, router GEMM, top-k, align/sort, grouped gate_up, activation,
                       # grouped down, combine (fused_moe)
+    "shared_expert": 4,  # an MoE layer's shared expert, a dense MLP beside the routed ones (deepseek_v2.py
+                         # DeepseekV2MoE.shared_experts = DeepseekV2MLP): gate_up GEMM, activation, down GEMM, and
+                         # the add of its output to the routed experts'
 }
 # GEMMs with FP8 weights per block: each has one activation-quantisation kernel before it (per-token-group FP8)
-FP8_GEMMS = {"attention": 2, "mla": 3, "mlp": 2, "moe": 2}
+FP8_GEMMS = {"attention": 2, "mla": 3, "mlp": 2, "moe": 2, "shared_expert": 2}
 # the kinds whose attention runs FlashMLA's sparse kernels (flash_mla_sparse_fwd, flash_mla_with_kvcache with
 # indices): DeepSeek V3.2's DSA (vLLM's FLASHMLA_SPARSE backend, SGLang's NSA backend) and V4's compressed layers
 SPARSE_MLA_KINDS = ("dsa", "csa", "hca")
@@ -368,7 +371,7 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
 
     def width(n: float) -> float:
         return n / (n + cal.matmul_half_width)
-    kernels = kernels_per_layer(groups, bool(experts), math == "fp8")
+    kernels = kernels_per_layer(groups, bool(experts), math == "fp8", bool(experts and model.moe_shared_experts))
     kernel_s = units.us_to_s(cal.kernel_us)
     floor_s = kernels * layers * kernel_s
     return StepModel(
@@ -405,16 +408,19 @@ def sparse_head_padding(q_heads: int, tp: int, hw: HardwarePreset) -> float:
     return math.ceil(per_gpu / tile) * tile / per_gpu
 
 
-def kernels_per_layer(groups, moe: bool, fp8: bool) -> float:
+def kernels_per_layer(groups, moe: bool, fp8: bool, shared: bool = False) -> float:
     """The kernels one layer launches per step, the mean over ``groups`` weighted by their layers: its attention
     block (MLA's 10 where the group is MLA or DSA, + 4 for a sparse indexer, else 5; a linear/Mamba mixer counts
-    as an attention block) + its MLP block (MoE 8, dense 4; every layer of an MoE model counted as MoE: DeepSeek
-    V3's 3 dense layers of 61 are not told apart) + one activation-quantisation kernel per FP8 GEMM [kernels]."""
+    as an attention block) + its MLP block (MoE 8, + 4 with a shared expert; dense 4; every layer of an MoE model
+    counted as MoE: DeepSeek V3's 3 dense layers of 61 are not told apart) + one activation-quantisation kernel
+    per FP8 GEMM [kernels]."""
     total = layers = 0
     mlp = "moe" if moe else "mlp"
     for g in groups:
         attn = "mla" if g.kind in ("mla", "dsa") else "attention"
         n = KERNELS[attn] + KERNELS[mlp] + (KERNELS["indexer"] if g.indexer_heads else 0)
+        if moe and shared:
+            n += KERNELS["shared_expert"] + (FP8_GEMMS["shared_expert"] if fp8 else 0)
         if fp8:
             n += FP8_GEMMS[attn] + FP8_GEMMS[mlp]
         total += n * g.layers
