@@ -108,13 +108,15 @@ def _run(s: BenchSpec, pool=None, jump=True, fast=True, **sch_kw):
 
 
 @pytest.mark.parametrize("blocks", [None, 400])
-def test_decode_runs_in_one_call_equal_the_plain_loop(blocks):
-    # scheduler.py's runs of decode steps in one numpy call (fast=False) and the O(1)-per-step loop (the default)
+@pytest.mark.parametrize("mixed", [True, False])
+def test_decode_runs_in_one_call_equal_the_plain_loop(blocks, mixed):
+    # scheduler.py's runs of decode steps in one numpy call (fast=False) and the O(1)-per-step loop (the default),
+    # with steps that mix prefill into decodes (vLLM) or not (SGLang)
     s = spec(num_prompts=30, output_len=40)
     pool = None if blocks is None else dataclasses.replace(pool_and_limits(s)[0], num_blocks=blocks)
-    b, rb = _run(s, pool, jump=False)
+    b, rb = _run(s, pool, jump=False, mixed_batches=mixed)
     for fast in (False, True):
-        a, ra = _run(s, pool, jump=True, fast=fast)
+        a, ra = _run(s, pool, jump=True, fast=fast, mixed_batches=mixed)
         assert (ra.jumps > 0) != fast and ra.steps == rb.steps and ra.preemptions == rb.preemptions
         for k in ("duration", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms"):
             assert a[k] == pytest.approx(b[k], rel=1e-9), k

@@ -99,9 +99,10 @@ def _spec(data, models=(("qwen3-8b", 1, "h100-sxm"), ("gpt-oss-120b", 1, "h100-s
 
 def _same_runs(data, s: BenchSpec) -> None:
     """Every path of the scheduler gives the step-by-step loop's figures on ``s`` (with, drawn, a pool so small
-    that requests are preempted)."""
+    that requests are preempted, and steps that mix prefill into decodes or not, whatever the engine)."""
     sm = step_model(s.model, s.hw, s.link, s.cal, s.tp, s.engine)
     pool, sch = pool_and_limits(s)
+    sch = dataclasses.replace(sch, mixed_batches=data.draw(st.booleans(), "mixed"))
     if data.draw(st.booleans(), "small pool"):  # preemptions: the pool holds one request + a few blocks
         one = pool.need_one(s.input_len + s.shared_prefix_tokens + s.output_len)
         pool = dataclasses.replace(pool, num_blocks=one + data.draw(st.integers(0, 300 * (pool.block_size == 1
@@ -151,7 +152,8 @@ def test_a_run_past_the_token_budget_is_stepped_by_the_o1_loop():
 def drawn_limits(data, n: int):
     """(BenchSpec, step model, pool, scheduling) of Qwen3-8B on one H100 for ``n`` requests of prompts below 1,200
     tokens, with a drawn pool (one 1,300-token request's blocks and 0, 50 or 10^5 more), prefix caching, sequence
-    cap and token budget: the hypothesis tests' setup here and in test_bench_clock_router.py."""
+    cap, token budget and mixed or unmixed steps (vLLM's or SGLang's): the hypothesis tests' setup here and in
+    test_bench_clock_router.py."""
     s = BenchSpec("qwen3-8b", catalog.load_model("qwen3-8b"), "h100-sxm", catalog.load_hardware("h100-sxm"), None,
                   calibration_for("h100-sxm")[0], "h100-sxm", num_prompts=n)
     sm = step_model(s.model, s.hw, s.link, s.cal, s.tp)
@@ -159,7 +161,8 @@ def drawn_limits(data, n: int):
     pool = dataclasses.replace(pool, num_blocks=pool.need_one(1300) + data.draw(st.sampled_from([0, 50, 10**5])))
     sch = dataclasses.replace(sch, prefix_caching=data.draw(st.booleans(), "caching"),
                               max_num_seqs=data.draw(st.sampled_from([4, 256]), "seqs"),
-                              max_num_batched_tokens=data.draw(st.sampled_from([16, 512, 8192]), "budget"))
+                              max_num_batched_tokens=data.draw(st.sampled_from([16, 512, 8192]), "budget"),
+                              mixed_batches=data.draw(st.booleans(), "mixed"))
     return s, sm, pool, sch
 
 

@@ -3,7 +3,7 @@
 
 Engines: vllm (KV pool from memory/engine_vllm.py, online-server defaults per GPU from the calibration),
 sglang (memory/engine_sglang.py's pool, page 1, chunked_prefill_size 8,192; admission reserves the output as its
-conservative scheduler does), trtllm (vLLM's pool estimate, 32-token blocks, max_num_tokens 8,192,
+conservative scheduler does; each step prefill-only or decode-only, as without --enable-mixed-chunk), trtllm (vLLM's pool estimate, 32-token blocks, max_num_tokens 8,192,
 max_batch_size 2,048, GUARANTEED_NO_EVICT admission: the whole prompt + output must fit). ``dp`` replicas of
 ``tp`` GPUs each take every dp-th request, or those ``replica_of`` gives them, or, with router least-loaded or
 prefix, those routed to them at their send times from the replicas' simulated state (serve/cluster.py); with
@@ -134,7 +134,7 @@ def pool_and_limits(spec: BenchSpec):
                                                                       max_model_len=max_len, weights_bytes=ep_w))
         pool = _floor(Pool(num_blocks=int(s["kv_cache_tokens"]), block_size=1, batched_tokens=chunk), spec, max_len)
         seqs = spec.max_num_seqs or SGLANG_MAX_RUNNING
-        return pool, Scheduling(chunk, seqs, reserve_output=True, **common)
+        return pool, Scheduling(chunk, seqs, reserve_output=True, mixed_batches=False, **common)
     if spec.pool is not None:  # the caller's pool (serve/served.py: the cost model's KV budget), vLLM's limits
         batched = spec.max_num_batched_tokens or cal.vllm_default_max_num_batched_tokens
         seqs = spec.max_num_seqs or cal.vllm_default_max_num_seqs

@@ -8,7 +8,9 @@ get a block preempts the most recently admitted one (recompute: its blocks are f
 the queue and later prefills prompt + generated tokens again). With prefix caching a new request skips the
 prefill of its leading blocks that an earlier request has already computed (at least one token is computed,
 as vLLM does). ``reserve_output`` (TensorRT-LLM's GUARANTEED_NO_EVICT) admits a request only when the blocks of
-its whole prompt + output fit.
+its whole prompt + output fit. Unmixed (``Scheduling.mixed_batches`` False: SGLang without --enable-mixed-chunk)
+a step is prefill-only, the same chunks and admissions with the whole budget and pool, whenever it has any
+chunk; else decode-only, every running decode (the budget does not cap them).
 
 Requests reach the engine through a serial front end (HTTP, tokenising the text prompt: a fixed cost per request
 + a cost per prompt token); ``max_concurrency`` is ``vllm bench serve``'s client-side cap (a request is sent when
@@ -54,7 +56,7 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True, 
     waiting: deque = deque()
     run_arr = np.zeros(0, dtype=np.int64)   # the running requests, in admission order
     ptr, finished, now, free = 0, 0, 0.0, pool.num_blocks
-    budget_cap, seq_cap = sch.max_num_batched_tokens, sch.max_num_seqs
+    budget_cap, seq_cap, mixed = sch.max_num_batched_tokens, sch.max_num_seqs, sch.mixed_batches
 
     handed = None if req.handed is None else np.asarray(req.handed, dtype=np.int64)
     gaps = _Gaps(st.n)
@@ -91,6 +93,43 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True, 
         waiting.appendleft(j)
         run.preemptions += 1
 
+    def take_prefill(prefilling, budget: int, chunks: list, admitted: list) -> int:
+        """The step's prefill chunks: the running requests still prefilling (a chunk whose blocks do not fit
+        waits a step), then new requests first come first served -> the budget left [tokens]; nothing changes
+        when no chunk is taken."""
+        nonlocal free
+        for i in prefilling:
+            tokens = min(int(st.target[i] - st.computed[i]), budget)
+            if tokens <= 0:
+                continue
+            need = 0 if sch.reserve_output else max(0, pool.need_one(int(st.computed[i]) + tokens) - int(st.held[i]))
+            if need > free:
+                continue
+            free -= need
+            st.held[i] += need
+            budget -= tokens
+            chunks.append((i, int(st.computed[i]), tokens))
+        while waiting and budget > 0 and len(run_arr) + len(admitted) < seq_cap:
+            i = waiting[0]
+            hit = hit_tokens(i)
+            start = hit if not st.admitted_once[i] else 0
+            tokens = min(int(st.target[i]) - start, budget)
+            total = int(st.prompt[i] + st.output[i]) if sch.reserve_output else start + tokens
+            need = pool.need_one(total)
+            if need > free:
+                break
+            waiting.popleft()
+            if not st.admitted_once[i]:
+                st.admitted_once[i] = True
+                st.computed[i] = start
+                run.cached_tokens += start
+            free -= need
+            st.held[i] = need
+            admitted.append(i)
+            chunks.append((i, start, tokens))
+            budget -= tokens
+        return budget
+
     def finish_done(r):
         """Finish the requests of ``r`` that have all their tokens -> the others."""
         left = st.gen[r] < st.output[r]
@@ -116,12 +155,15 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True, 
                     np.maximum(pool.need(ctx) - st.held[d_all], 0))
         need_sum = int(need_all.sum())
         # ---- a run of pure decode steps, in one call (not when even its first step's blocks do not fit)
-        if (jump and len(run_arr) and all_dec and len(run_arr) <= budget_cap and need_sum <= free
+        if (jump and len(run_arr) and all_dec and (len(run_arr) <= budget_cap or not mixed) and need_sum <= free
                 and int((st.output[run_arr] - st.gen[run_arr]).min()) >= MIN_JUMP_STEPS
-                and not _can_admit(st, pool, waiting, len(run_arr), free - need_sum, seq_cap, budget_cap,
-                                   hit_tokens, sch)):
+                and not (_can_admit(st, pool, waiting, len(run_arr), free - need_sum, seq_cap,
+                                    budget_cap - len(run_arr), hit_tokens, sch) if mixed else
+                         _can_admit(st, pool, waiting, len(run_arr), free, seq_cap, budget_cap, hit_tokens, sch))):
             # an arrival ends the run only when it could be admitted: behind a waiting head that cannot be (and
-            # cannot become so while the run's decodes only take blocks) it changes no step of the run
+            # cannot become so while the run's decodes only take blocks) it changes no step of the run. Unmixed
+            # (SGLang), a step is decode-only exactly when no prefill chunk can be taken: no request is still
+            # prefilling (all_dec) and the head cannot be admitted with the whole pool and budget
             was = now
             now, used, steps = _decode_run(
                 sm, pool, st, run_arr, free, now, gaps,
@@ -132,56 +174,33 @@ def simulate(sm, pool: Pool, req: Requests, sch: Scheduling, jump: bool = True, 
             run.jumps += 1
             run_arr = finish_done(run_arr)
             continue
-        # ---- one step: the running decodes (the newest preempted while their blocks do not fit) ...
+        # ---- one step. Unmixed (SGLang): prefill-only whenever a prefill chunk can be taken, else decode-only
         budget = budget_cap
         chunks: list = []  # (request, start, tokens)
-        while True:
-            need_d = need_all[:budget]
-            need_sum = int(need_d.sum())
-            if need_sum <= free or not len(run_arr):
-                break
-            preempt(int(run_arr[-1]))
-            if decoding[-1]:
-                d_all, ctx, need_all = d_all[:-1], ctx[:-1], need_all[:-1]
-            run_arr, decoding = run_arr[:-1], decoding[:-1]
-        d = d_all[:budget]
-        if need_sum:
-            free -= need_sum
-            st.held[d] += need_d
-        budget -= len(d)
-        # ... then the running requests still prefilling (a chunk whose blocks do not fit waits a step)
-        for i in (() if all_dec else run_arr[~decoding].tolist()):
-            tokens = min(int(st.target[i] - st.computed[i]), budget)
-            if tokens <= 0:
-                continue
-            need = 0 if sch.reserve_output else max(0, pool.need_one(int(st.computed[i]) + tokens) - int(st.held[i]))
-            if need > free:
-                continue
-            free -= need
-            st.held[i] += need
-            budget -= tokens
-            chunks.append((i, int(st.computed[i]), tokens))
-        # ... then new requests, first come first served
         admitted: list = []
-        while waiting and budget > 0 and len(run_arr) + len(admitted) < seq_cap:
-            i = waiting[0]
-            hit = hit_tokens(i)
-            start = hit if not st.admitted_once[i] else 0
-            tokens = min(int(st.target[i]) - start, budget)
-            total = int(st.prompt[i] + st.output[i]) if sch.reserve_output else start + tokens
-            need = pool.need_one(total)
-            if need > free:
-                break
-            waiting.popleft()
-            if not st.admitted_once[i]:
-                st.admitted_once[i] = True
-                st.computed[i] = start
-                run.cached_tokens += start
-            free -= need
-            st.held[i] = need
-            admitted.append(i)
-            chunks.append((i, start, tokens))
-            budget -= tokens
+        if not mixed:
+            budget = take_prefill(() if all_dec else run_arr[~decoding].tolist(), budget, chunks, admitted)
+        if chunks:
+            d = d_all[:0]
+        else:
+            # the running decodes (the newest preempted while their blocks do not fit; unmixed, all of them) ...
+            cap = budget if mixed else st.n
+            while True:
+                need_d = need_all[:cap]
+                need_sum = int(need_d.sum())
+                if need_sum <= free or not len(run_arr):
+                    break
+                preempt(int(run_arr[-1]))
+                if decoding[-1]:
+                    d_all, ctx, need_all = d_all[:-1], ctx[:-1], need_all[:-1]
+                run_arr, decoding = run_arr[:-1], decoding[:-1]
+            d = d_all[:cap]
+            if need_sum:
+                free -= need_sum
+                st.held[d] += need_d
+            budget -= len(d)
+            if mixed:  # ... then the running requests still prefilling, then new requests
+                budget = take_prefill(() if all_dec else run_arr[~decoding].tolist(), budget, chunks, admitted)
         if not len(d) and not chunks:
             if ptr < st.released:
                 now = max(now, float(st.engine[ptr]))
@@ -236,9 +255,13 @@ class _Gaps:
 
         last = self.last[d]
         regular = last == was
+        ref = was
+        if len(d) and not regular.any():  # prefill-only steps came between (SGLang): gaps since an older step
+            ref = float(last[0])
+            regular = last == ref
         k = int(np.count_nonzero(regular))
         if k:
-            self.shared.append((now - was, k))
+            self.shared.append((now - ref, k))
         if k < len(d):  # their last token came earlier: the token budget left them out of a step
             self.odd.append(now - last[~regular])
         self.last[d] = now
@@ -267,14 +290,14 @@ class _Gaps:
         return np.concatenate(v).astype(float), np.concatenate(n)
 
 
-def _can_admit(st, pool, waiting, running: int, free_after, seq_cap, budget_cap, hit_tokens, sch) -> bool:
-    """Whether the head of the queue could be admitted now, with ``free_after`` blocks left once the running
-    decodes have their next blocks (a decode run stops only for that)."""
-    if not waiting or running >= seq_cap or budget_cap - running <= 0:
+def _can_admit(st, pool, waiting, running: int, free_after, seq_cap, budget_left, hit_tokens, sch) -> bool:
+    """Whether the head of the queue could be admitted now, with ``free_after`` blocks and ``budget_left`` tokens
+    left once the running decodes have theirs (a decode run stops only for that)."""
+    if not waiting or running >= seq_cap or budget_left <= 0:
         return False
     i = waiting[0]
     start = hit_tokens(i) if not st.admitted_once[i] else 0
-    tokens = min(int(st.target[i]) - start, budget_cap - running)
+    tokens = min(int(st.target[i]) - start, budget_left)
     total = int(st.prompt[i] + st.output[i]) if sch.reserve_output else start + tokens
     return pool.need_one(total) <= free_after
 

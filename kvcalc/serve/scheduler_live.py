@@ -152,9 +152,12 @@ class Replica:
         waiting: deque = deque()
         running: dict = {}      # admission order
         prefilling: dict = {}   # the running requests still prefilling, admission order
-        irregular: dict = {}    # decodes the token budget left out of the last step: when their last token came [s]
+        irregular: dict = {}    # decodes whose last token came at another time than the others' (the token budget
+                                # left them out of the last step; unmixed, a prefill-only step gave them their
+                                # first): when it came [s]
         ptr, now, free = 0, 0.0, pool.num_blocks
-        budget_cap, seq_cap = sch.max_num_batched_tokens, sch.max_num_seqs
+        budget_cap, seq_cap, mixed = sch.max_num_batched_tokens, sch.max_num_seqs, sch.mixed_batches
+        reg_last = 0.0          # when the decodes not in ``irregular`` got their last token [s]
         chunk_terms: dict = {}
         parts: dict = {}
         shared_s: list = []
@@ -180,58 +183,11 @@ class Replica:
             del running[i]
             released(i, now)
 
-        def decode_blocks(i: int, x: int) -> int:
-            return held[i] if reserve else need_one(x - 1)
-
-        steps, peak, prefill_s, decode_s = 0, 0, 0.0, 0.0
-        t = yield
-        while True:
-            while ptr < len(engine) and engine[ptr] <= now:
-                waiting.append(ptr)
-                ptr += 1
-            if not running and not waiting:
-                if ptr < len(engine):
-                    now = engine[ptr]
-                    continue
-                run.steps, run.peak_running, run.prefill_time_s, run.decode_time_s = steps, peak, prefill_s, decode_s
-                t = yield   # every request sent here has finished
-                continue
-            if now >= t:
-                t = yield
-                continue
-            budget = budget_cap
-            skipped: dict = {}   # decodes past the token budget: out of the DecodeSet for this step
-            if dec.n > budget:
-                for i in [i for i in running if i not in prefilling][budget:]:
-                    skipped[i] = dec.remove(i)
-            need = 0 if reserve else dec.block_need()
-            while need > free and running:  # preempt the newest running request until the decodes' blocks fit
-                j = next(reversed(running))
-                if j in prefilling:
-                    del prefilling[j]
-                    blocks = held[j]
-                else:
-                    if j in skipped:
-                        x, left = skipped.pop(j)
-                    else:
-                        x = dec.x(j)
-                        if not reserve:
-                            need -= need_one(x) - need_one(x - 1)
-                        x, left = dec.remove(j)
-                    gen[j] = output[j] - left
-                    blocks = decode_blocks(j, x)
-                    last[j] = irregular.pop(j, now)
-                del running[j]
-                free += blocks
-                held[j] = 0
-                target[j] = prompt[j] + gen[j]
-                computed[j] = 0
-                waiting.appendleft(j)
-                run.preemptions += 1
-            free -= need
-            nd = dec.n
-            budget -= nd
-            chunks: list = []  # (request, start, tokens)
+        def take_prefill(budget: int, chunks: list) -> int:
+            """The step's prefill chunks (the running requests still prefilling, a chunk whose blocks do not fit
+            waiting a step, then new requests first come first served) -> the budget left [tokens]; nothing
+            changes when no chunk is taken."""
+            nonlocal free
             for i in prefilling:
                 tokens = min(target[i] - computed[i], budget)
                 if tokens <= 0:
@@ -260,6 +216,68 @@ class Replica:
                 running[i] = prefilling[i] = None
                 chunks.append((i, begin, tokens))
                 budget -= tokens
+            return budget
+
+        def decode_blocks(i: int, x: int) -> int:
+            return held[i] if reserve else need_one(x - 1)
+
+        steps, peak, prefill_s, decode_s = 0, 0, 0.0, 0.0
+        t = yield
+        while True:
+            while ptr < len(engine) and engine[ptr] <= now:
+                waiting.append(ptr)
+                ptr += 1
+            if not running and not waiting:
+                if ptr < len(engine):
+                    now = engine[ptr]
+                    continue
+                run.steps, run.peak_running, run.prefill_time_s, run.decode_time_s = steps, peak, prefill_s, decode_s
+                t = yield   # every request sent here has finished
+                continue
+            if now >= t:
+                t = yield
+                continue
+            # unmixed (SGLang): a prefill-only step whenever a prefill chunk can be taken, else decode-only
+            budget = budget_cap
+            chunks: list = []  # (request, start, tokens)
+            skipped: dict = {}   # decodes past the token budget: out of the DecodeSet for this step
+            if not mixed:
+                budget = take_prefill(budget, chunks)
+            if chunks:
+                nd = 0
+            else:
+                if mixed and dec.n > budget:   # (unmixed, a decode-only step takes every decode)
+                    for i in [i for i in running if i not in prefilling][budget:]:
+                        skipped[i] = dec.remove(i)
+                need = 0 if reserve else dec.block_need()
+                while need > free and running:  # preempt the newest running request until the decodes' blocks fit
+                    j = next(reversed(running))
+                    if j in prefilling:
+                        del prefilling[j]
+                        blocks = held[j]
+                    else:
+                        if j in skipped:
+                            x, left = skipped.pop(j)
+                        else:
+                            x = dec.x(j)
+                            if not reserve:
+                                need -= need_one(x) - need_one(x - 1)
+                            x, left = dec.remove(j)
+                        gen[j] = output[j] - left
+                        blocks = decode_blocks(j, x)
+                        last[j] = irregular.pop(j, reg_last)
+                    del running[j]
+                    free += blocks
+                    held[j] = 0
+                    target[j] = prompt[j] + gen[j]
+                    computed[j] = 0
+                    waiting.appendleft(j)
+                    run.preemptions += 1
+                free -= need
+                nd = dec.n
+                budget -= nd
+                if mixed:
+                    budget = take_prefill(budget, chunks)
             if not nd and not chunks:  # nothing could be scheduled (nothing above changed any state)
                 if ptr < len(engine):
                     now = max(now, engine[ptr])
@@ -299,8 +317,9 @@ class Replica:
                         odd.append(now - irregular.pop(i))
                         k -= 1
                 if k:
-                    shared_s.append(now - was)
+                    shared_s.append(now - reg_last)   # (mixed: reg_last is the step's start)
                     shared_n.append(k)
+                reg_last = now
                 for i in dec.tick():
                     x, _ = dec.remove(i)
                     finish(i, decode_blocks(i, x))
@@ -324,5 +343,10 @@ class Replica:
                     if gen[i] >= output[i]:
                         finish(i, held[i])
                     else:
+                        if now != reg_last:   # a prefill-only step (unmixed), or the first decodes
+                            if dec.n > len(irregular):   # the others' last token came at an earlier step
+                                irregular[i] = now
+                            else:
+                                reg_last = now
                         dec.add(i, computed[i] + 1, output[i] - gen[i])
 

@@ -47,7 +47,13 @@ class Pool:
 
 @dataclass(frozen=True)
 class Scheduling:
-    """The scheduler's limits and the client's behaviour."""
+    """The scheduler's limits and the client's behaviour. ``mixed_batches``: a step carries the running decodes and
+    prefill chunks together (vLLM V1, TensorRT-LLM's in-flight batching); False is SGLang's default (server_args
+    ``enable_mixed_chunk: bool = False``; scheduler.py ``get_next_batch_to_run`` builds a prefill batch first
+    whenever a request can be admitted, and only when none is built does the running batch decode): a step is
+    prefill-only (a chunked prefill in progress first, then admissions, up to the token budget) whenever any
+    prefill chunk can be scheduled, else decode-only (every running decode, 1 token each, not capped by the
+    budget)."""
 
     max_num_batched_tokens: int
     max_num_seqs: int
@@ -56,6 +62,7 @@ class Scheduling:
     max_concurrency: Optional[int] = None
     frontend_s_per_request: float = 0.0
     frontend_s_per_input_token: float = 0.0
+    mixed_batches: bool = True
 
 
 @dataclass
