@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Literal, Optional, Union
 
 from kvcalc.model.schema_types import (  # noqa: F401  (re-exported: the schema's names stay importable here)
-    STRICT, Bounds, Tagged, PositiveFloat, NonNegFloat, PositiveInt, NonNegInt, Fraction, TokenCount, Dim,
+    STRICT, Bounds, Tagged, PositiveFloat, NonNegFloat, PositiveInt, NonNegInt, Fraction, TokenCount, Dim, ExpertCount,
     HiddenSize, VocabSize, WindowTokens, EntryBytes, StateBytes, BlockMultiple, Billions, BytesPerParam, WeightsGb,
     KvBytesPerToken, MemoryGb, HbmTbPerS, Tflops, UsdPerGpuHour, LinkGbPerS, LatencyUs, KV_DTYPE_BYTES,
     KV_QUANTISED_FORMATS, KV_FORMATS, KvDtype, MlaLayout, IndexerDtype, StateDtype, build, check_bounds)
@@ -212,7 +212,7 @@ class ModelPreset:
     """routed experts each token uses per MoE layer (k)"""
     moe_expert_params_b: Optional[Billions] = None
     """parameters of all routed experts, all layers [billions]"""
-    moe_shared_experts: Optional[Dim] = None
+    moe_shared_experts: Optional[ExpertCount] = None
     """shared experts per MoE layer, run by every token beside its routed ones (DeepSeek's n_shared_experts; one
     for a shared_expert_intermediate_size (Qwen2-MoE, Qwen3-Next) and for Llama 4): their weights are already in
     the dense params; the serving model counts the kernels their MLP launches each step"""
@@ -241,6 +241,8 @@ class ModelPreset:
         moe = (self.moe_experts, self.moe_experts_per_token, self.moe_expert_params_b)
         if any(v is not None for v in moe) and not all(v is not None for v in moe):
             raise ValueError("moe_experts, moe_experts_per_token and moe_expert_params_b: give all three or none")
+        if self.moe_shared_experts and self.moe_experts is None:
+            raise ValueError("moe_shared_experts: shared experts sit beside routed ones; give moe_experts too")
         if self.moe_experts is not None and self.moe_experts_per_token > self.moe_experts:
             raise ValueError("moe_experts_per_token is larger than moe_experts")
         if self.moe_expert_params_b is not None and self.moe_expert_params_b >= self.params_total_b:

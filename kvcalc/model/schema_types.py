@@ -58,6 +58,7 @@ TokenCount = Annotated[int, Bounds(gt=0, le=units.MAX_TOKENS)]
 # 0): refused at validation, where the message can name the field. Each range is wide enough for any real part
 # today and several generations on (the shipped presets sit well inside).
 Dim = Annotated[int, Bounds(gt=0, le=2**16)]         # layers, heads, head dims, ranks: <= 65,536 (today <= ~200)
+ExpertCount = Annotated[int, Bounds(ge=0, le=2**16)]  # shared experts per MoE layer (today 0-2)
 HiddenSize = Annotated[int, Bounds(gt=0, le=2**20)]  # model width (today <= ~16k)
 VocabSize = Annotated[int, Bounds(gt=0, le=2**24)]   # vocabulary (today <= ~260k)
 WindowTokens = Annotated[int, Bounds(ge=0, le=units.MAX_TOKENS)]
