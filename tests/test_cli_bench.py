@@ -68,6 +68,23 @@ def test_explain_shows_the_step_terms():
     r = run_cli(*ARGS, "--explain")
     assert "step time = max(compute, memory) + communication + overhead" in r.out
     assert re.search(r"decode step of \d+ requests at context 1,025", r.out)
+    assert "sparse attention" not in r.out   # a GQA model: no sparse kernels
+
+
+@pytest.mark.parametrize("model, engine, line", [
+    # DeepSeek V3.2's 128 query heads over 8 GPUs: 16 each, run as FlashMLA's 64-head tile on Hopper; SGLang's
+    # decode is not modelled as padded
+    ("deepseek-v3.2", "vllm", "run each GPU's 16 query heads as 64 (their tile; x4 the attention FLOPs), in the "
+                              "latent, in prefill and decode"),
+    ("deepseek-v3.2", "sglang", "run each GPU's 16 query heads as 64 (their tile; x4 the attention FLOPs), in the "
+                                "latent, in prefill"),
+    ("deepseek-v3", "vllm", None)])  # dense MLA prefills on FlashAttention: no tile of heads
+def test_explain_says_where_sparse_kernels_pad_the_heads(model, engine, line):
+    r = run_cli("bench", "--model", model, "--hardware", "h200-sxm", "--gpus", "8", "--tp", "8", "--engine", engine,
+                "--random-input-len", "400", "--random-output-len", "20", "--num-prompts", "8", "--explain")
+    assert r.code == 0, r.err
+    shown = [x for x in r.out.splitlines() if "sparse attention" in x]
+    assert [x.split("kernels ", 1)[1] for x in shown] == ([line] if line else [])
 
 
 def test_options_change_what_they_should():

@@ -138,6 +138,11 @@ def explain_lines(sm, row: dict, spec: BenchSpec, sch) -> list[str]:
              f"  matmul efficiency eff(n) = {sm.eff_max:g} x n / (n + {sm.half_tokens:g}); HBM efficiency "
              f"{sm.hbm_eff:g}; peaks {sm.matmul_peak / 1e12:,.1f} TFLOP/s ({sm.math_dtype}) and "
              f"{sm.attn_peak / 1e12:,.1f} (bf16 attention) per GPU; HBM {sm.hbm_bytes_per_s / 1e12:g} TB/s"]
+    if sm.sparse_heads:
+        have, run = sm.sparse_heads
+        lines.append(f"  sparse attention: FlashMLA's sparse kernels run each GPU's {have} query heads as {run} (their "
+                     f"tile; x{run / have:g} the attention FLOPs), in the latent, in prefill"
+                     + (" and decode" if spec.engine == "vllm" else ""))
     for what, tokens, seqs, sampled, attn, kv in (
             (f"decode step of {n} requests at context {ctx:,}", n, n, n,
              n * float(sm.decode_attention_flops(ctx + 1)), n * float(sm.kv_read_bytes(ctx + 1))),

@@ -146,6 +146,7 @@ class StepModel:
     kernel_floor_s: float = 0.0   # the kernel floor, already inside step_overhead_s: layers x kernels_per_layer x
                                   # kernel_us [s] (kept apart for --explain)
     kernels_per_layer: float = 0.0  # the kernels one layer launches per step (KERNELS, mean over the layers)
+    sparse_heads: tuple = ()      # (query heads per GPU, as the sparse kernels run them) where they pad (--explain)
 
     # ---------------------------------------------------------------- terms
 
@@ -335,7 +336,7 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         dense_bytes = model.weight_bytes * model.params_active / model.params_total
     else:
         dense_bytes = model.weight_bytes - expert_bytes - emb_bytes
-    coef, decode_coef = [], []
+    coef, decode_coef, sparse = [], [], ()
     latent = {lg.name: lg for lg in model.layer_groups if getattr(lg, "kv_lora_rank", None)}
     for g in groups:
         shape = ((g.q_heads, g.qk_head_dim, g.v_head_dim) if g.q_heads else
@@ -348,6 +349,9 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
             # FlashMLA's sparse kernels: the prefill runs in the latent too (MQA, 576 / 512 for V3.2), and both
             # prefill and vLLM's decode pay for the heads padded per GPU (sparse_head_padding)
             pad = sparse_head_padding(shape[0], tp, hw)
+            if pad > 1:
+                per_gpu = -(-shape[0] // tp)
+                sparse = (per_gpu, round(per_gpu * pad))
             coef[-1] = (decode_coef[-1] if mla else coef[-1]) * pad
             decode_coef[-1] = decode_coef[-1] * (pad if engine == "vllm" else 1.0)
     attn_peak = hw.peak_flops("bf16")
@@ -389,7 +393,7 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         math_dtype=math, attn_eff=cal.attention_efficiency, dense_width=width(dense_n), expert_width=width(expert_n),
         dense_dequant=dense_slow, expert_dequant=slow, indexer_coef=idx_coef,
         decode_attn_coef=tuple(decode_coef) if decode_coef != coef else (), kernel_floor_s=floor_s,
-        kernels_per_layer=kernels)
+        kernels_per_layer=kernels, sparse_heads=sparse)
 
 
 def sparse_head_padding(q_heads: int, tp: int, hw: HardwarePreset) -> float:
