@@ -47,7 +47,7 @@ def _median_and_worst(rows, preds):
 # throughput 9.3%, TTFT 11.0%, TPOT 13.0%).
 MISSES_MEDIAN: dict = {}
 MISSES_2X = {"mean_ttft_ms": "76 of 78 rows within 2x on mean TTFT; worst 2.46x (H100), 2.04x (A100)",
-             "mean_tpot_ms": "76 of 78 rows within 2x on mean TPOT; worst 2.58x (H100), 2.04x (A100)"}
+             "mean_tpot_ms": "76 of 78 rows within 2x on mean TPOT; worst 2.58x (H100), 2.06x (A100)"}
 
 
 def _marked(misses):
@@ -97,6 +97,9 @@ def test_the_committed_calibration_is_inside_the_physical_bounds(hw):
     fit = _fit_script()
     cal = catalog.load("calibration", hw)
     for name, (lo, hi) in fit.BOUNDS.items():
+        if getattr(cal, name) is None:  # an optional figure left to another: H100 runs no attention on Triton
+            assert name == "triton_attention_efficiency"
+            continue
         assert lo <= getattr(cal, name) <= hi, (name, getattr(cal, name))
     rows = [r for r in c.read_rows(ROWS_CSV) if c.hardware_of(r.hardware) == hw]
     ceiling = fit.frontend_ceiling_us(rows)

@@ -31,7 +31,8 @@ MARLIN_HIDDEN_ALIGN = 256        # round_up(hidden_size, 256): Marlin MoE's n % 
 MARLIN_INTERMEDIATE_ALIGN = 128  # round_up(intermediate_size_per_partition, 128): k % 128 == 0
 MXFP4_ARCHITECTURES = ("GptOssForCausalLM",)  # checkpoints whose experts load through Mxfp4MoEMethod
 # GPU generations by the name vLLM's platform reports (display_name here), as get_mxfp4_backend picks
-MARLIN_GPUS = ("A100", "L40S")                # SM80 / SM89: capability < 9
+BELOW_HOPPER_GPUS = ("A100", "L40S")          # SM80 / SM89: get_device_capability()[0] < 9
+MARLIN_GPUS = BELOW_HOPPER_GPUS
 # SM90: get_mxfp4_backend picks Triton where the triton_kernels package is installed, else Marlin. Assumed
 # installed (not verified for GPUStack's vLLM 0.10.2 image); its own 32K gpt-oss-120b run interleaves prefill into
 # decode (TPOT 24 ms, median ITL 7.3 ms), so its pool held 2+ requests of 32K, which Marlin's 65.8 GiB would not leave

@@ -4,7 +4,7 @@ efficiency figures per GPU type, the same for every model, fitted on measured ``
 
 # No ``from __future__ import annotations``: schema.build() reads the field types as objects.
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
 from kvcalc.model.schema import STRICT, Bounds, Fraction, TokenCount
 from kvcalc.out import units
@@ -54,6 +54,11 @@ class CalibrationPreset:
     """vLLM's online-server default on this GPU (arg_utils: 8,192 on >= 70 GiB GPUs except A100, else 2,048)"""
     vllm_default_max_num_seqs: SeqCount
     """vLLM's online-server default on this GPU (1,024 on >= 70 GiB GPUs except A100, else 256)"""
+    triton_attention_efficiency: Optional[Fraction] = None
+    """share of the BF16 peak vLLM's Triton attention backend reaches in prefill, where it runs instead of
+    FlashAttention: attention sinks (gpt-oss) below Hopper, FlashAttention 3 being Hopper-only (vLLM's gpt-oss
+    recipe: "GPT-OSS works on Ampere devices by default, using the TRITON_ATTN attention backend"); absent = the
+    GPU's attention_efficiency"""
     kernel_us: Annotated[float, Bounds(ge=0, le=1e3)] = 0.0
     """the fixed time of one GPU kernel of a step beyond its FLOPs and bytes (launch, ramp, tail, under CUDA
     graphs), paid by each of a layer's kernels every step (kvcalc/serve/step_time.py kernels_per_layer) and by

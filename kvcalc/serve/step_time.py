@@ -71,6 +71,8 @@ KERNELS = {
 }
 # GEMMs with FP8 weights per block: each has one activation-quantisation kernel before it (per-token-group FP8)
 FP8_GEMMS = {"attention": 2, "mla": 3, "mlp": 2, "moe": 2, "shared_expert": 2}
+# checkpoints whose attention has learned sinks (gpt-oss: vLLM runs them on FlashAttention 3 on Hopper, Triton below)
+SINK_ARCHITECTURES = ("GptOssForCausalLM",)
 # the kinds whose attention runs FlashMLA's sparse kernels (flash_mla_sparse_fwd, flash_mla_with_kvcache with
 # indices): DeepSeek V3.2's DSA (vLLM's FLASHMLA_SPARSE backend, SGLang's NSA backend) and V4's compressed layers
 SPARSE_MLA_KINDS = ("dsa", "csa", "hca")
@@ -390,10 +392,24 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         link_bytes_per_s=link.bandwidth_bytes_per_s() if link else 1.0,
         eff_max=cal.matmul_efficiency_max, half_tokens=float(cal.matmul_half_tokens), hbm_eff=cal.hbm_efficiency,
         step_overhead_s=units.us_to_s(overhead_us) + floor_s, per_sequence_s=units.us_to_s(cal.per_sequence_us),
-        math_dtype=math, attn_eff=cal.attention_efficiency, dense_width=width(dense_n), expert_width=width(expert_n),
+        math_dtype=math, attn_eff=attention_efficiency(model, hw, cal, engine), dense_width=width(dense_n), expert_width=width(expert_n),
         dense_dequant=dense_slow, expert_dequant=slow, indexer_coef=idx_coef,
         decode_attn_coef=tuple(decode_coef) if decode_coef != coef else (), kernel_floor_s=floor_s,
         kernels_per_layer=kernels, sparse_heads=sparse)
+
+
+def attention_efficiency(model: ModelPreset, hw: HardwarePreset, cal: CalibrationPreset, engine: str) -> float:
+    """The attention kernels' share of the BF16 peak: the calibration's, or on vLLM below Hopper for a model with
+    attention sinks (gpt-oss) its Triton backend's (``triton_attention_efficiency``: vLLM's gpt-oss recipe, "GPT-OSS
+    works on Ampere devices by default, using the TRITON_ATTN attention backend and Marlin MXFP4 MoE"; the
+    FlashAttention 3 that takes sinks is Hopper-only) [0..1]."""
+    from kvcalc.memory.engine_vllm_mxfp4 import BELOW_HOPPER_GPUS
+
+    below_hopper = any(g in hw.display_name.upper() for g in BELOW_HOPPER_GPUS)
+    if (engine == "vllm" and below_hopper and model.architecture in SINK_ARCHITECTURES
+            and cal.triton_attention_efficiency is not None):
+        return cal.triton_attention_efficiency
+    return cal.attention_efficiency
 
 
 def sparse_head_padding(q_heads: int, tp: int, hw: HardwarePreset) -> float:
