@@ -238,6 +238,10 @@ def test_cli_ideal_unchanged_by_the_engine_flag():
     (("--engine", "vllm", "--attention", "dp"), "--attention dp"),
     (("--engine", "vllm", "--weights-memory", "-3GiB"), "--weights-memory"),
     (("--engine", "vllm", "--solve", "max-concurrency", "--concurrency", "0"), "--concurrency"),
+    # the hostile run's seed 73: non-torch memory = the whole H100 (79.19 GiB) leaves SGLang 0 B free at start,
+    # so no mem_fraction_static exists (was a ZeroDivisionError, exit 3)
+    (("--engine", "sglang", "--non-torch-memory", "79.19GiB", "--solve", "gpu-memory-utilization"),
+     "--non-torch-memory"),
 ])
 def test_cli_bad_engine_input(args, flag):
     rc, out, err = run(*args)

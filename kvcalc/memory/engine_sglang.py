@@ -259,6 +259,11 @@ def sglang_required_fraction(sizing: dict, tokens: int, requests: int) -> float:
         slots = MAMBA_CACHE_PER_RUNNING_REQUEST * requests
         kv = max(kv * (1 + r), (slots + 1) * per_req * (1 + r) / r)
     t = sizing["terms"]
+    if t["total"].value <= 0:  # nothing free at start: no mem_fraction_static serves any request
+        from kvcalc.out.errors import InputError
+
+        raise InputError(f"--solve gpu-memory-utilization: SGLang sees {units.fmt_gib(t['total'].value)} free at "
+                         f"start ({t['total'].origin}); lower --non-torch-memory or give --total-memory")
     return (kv + t["weights"].value + sizing["multimodal_reserve_bytes"]) / t["total"].value
 
 
