@@ -109,7 +109,9 @@ def calibration_table() -> str:
     for f in fields(cals[0]):
         if f.name in ("schema_version", "source"):
             continue
-        out.append(f"| `{f.name}` | " + " | ".join(f"{getattr(c, f.name):g}" for c in cals) + " |")
+        # an optional figure a preset leaves out (None) falls back to another: say "absent"
+        out.append(f"| `{f.name}` | " + " | ".join("absent" if getattr(c, f.name) is None else
+                                                    f"{getattr(c, f.name):g}" for c in cals) + " |")
     return "\n".join(out)
 
 

@@ -165,5 +165,7 @@ def explain_lines(sm, row: dict, spec: BenchSpec, sch) -> list[str]:
                   f" overhead = {fmt_ms(t['overhead_s'], '.3f')}" + (
                       f" (of it the kernel floor, {sm.kernels_per_layer:g} kernels x {sm.layers} layers: "
                       f"{fmt_ms(sm.kernel_floor_s, '.3f')})" if sm.kernel_floor_s else "")
+                  + ("; a CUDA graph replay: no engine step cost" if sm.graph_max_bs
+                     and bool(sm.replays_graph(tokens, seqs)) else "")
                   + f" -> step {fmt_ms(total, '.3f')}"]
     return lines

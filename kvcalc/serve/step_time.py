@@ -35,6 +35,8 @@ chunks of prompts being prefilled. Per GPU:
              + with --enable-expert-parallel over DP ranks, two all-to-alls per MoE layer (serve/expert_parallel.py,
              which also shards the experts' weights over tp x dp GPUs)
   overhead = the engine's fixed cost per step (with or without async scheduling) + per_sequence x sequences
+             (SGLang and TensorRT-LLM replay a CUDA graph for a decode-only batch they captured: such a step pays
+             no engine cost, cuda_graph_batches below; vLLM's, fitted on every step, applies to all)
              + the kernel floor: layers x kernels_per_layer x kernel_us (every kernel of a step pays a fixed
              time beyond its FLOPs and bytes: launch, ramp-up, tail; kernels_per_layer counted from the
              layer's structure, KERNELS below); each TP all-reduce also pays kernel_us on top of the link's
@@ -149,6 +151,9 @@ class StepModel:
                                   # kernel_us [s] (kept apart for --explain)
     kernels_per_layer: float = 0.0  # the kernels one layer launches per step (KERNELS, mean over the layers)
     sparse_heads: tuple = ()      # (query heads per GPU, as the sparse kernels run them) where they pad (--explain)
+    graph_max_bs: int = 0         # decode-only batches of at most this many sequences replay a CUDA graph and pay
+                                  # no engine step cost (SGLang, TensorRT-LLM: cuda_graph_batches); 0: none do
+    graph_exact: tuple = ()       # where set, only batches of exactly these sizes do (TensorRT-LLM, no padding)
 
     # ---------------------------------------------------------------- terms
 
@@ -268,14 +273,37 @@ class StepModel:
         import numpy as np
 
         return (np.maximum(self.compute_s(tokens, sampled, attn_flops), self.memory_s(tokens, kv_bytes_per_gpu))
-                + self.comm_s(tokens) + self.ep_comm_s(tokens) + self.step_overhead_s + self.per_sequence_s * sequences)
+                + self.comm_s(tokens) + self.ep_comm_s(tokens) + self.fixed_s(tokens, sequences)
+                + self.per_sequence_s * sequences)
+
+    def overhead_s(self, tokens, sequences):
+        """The step's overhead [s]: fixed_s + per_sequence x sequences."""
+        return self.fixed_s(tokens, sequences) + self.per_sequence_s * sequences
+
+    def fixed_s(self, tokens, sequences):
+        """The step's fixed cost [s]: the engine's, unless the step replays a CUDA graph (a decode-only batch the
+        engine captured), + the kernel floor."""
+        import numpy as np
+
+        if not self.graph_max_bs:
+            return self.step_overhead_s
+        return np.where(self.replays_graph(tokens, sequences), self.kernel_floor_s, self.step_overhead_s)
+
+    def replays_graph(self, tokens, sequences):
+        """Whether a step replays a captured CUDA graph: decode-only (one token per sequence) and a batch the
+        engine captured (bool, numpy elementwise)."""
+        import numpy as np
+
+        seqs = np.asarray(sequences)
+        graph = (np.asarray(tokens) <= seqs) & (seqs <= self.graph_max_bs)
+        return graph & np.isin(seqs, self.graph_exact) if self.graph_exact else graph
 
     def terms(self, tokens, sequences, sampled, attn_flops, kv_bytes_per_gpu) -> dict:
         """The step time's terms, for --explain [s]."""
         out = {"compute_s": float(self.compute_s(tokens, sampled, attn_flops)),
                "memory_s": float(self.memory_s(tokens, kv_bytes_per_gpu)),
                "comm_s": float(self.comm_s(tokens)),
-               "overhead_s": self.step_overhead_s + self.per_sequence_s * sequences}
+               "overhead_s": float(self.overhead_s(tokens, sequences))}
         if self.a2a_ranks > 1:
             out["ep_comm_s"] = float(self.ep_comm_s(tokens))
         return out
@@ -395,7 +423,28 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         math_dtype=math, attn_eff=attention_efficiency(model, hw, cal, engine), dense_width=width(dense_n), expert_width=width(expert_n),
         dense_dequant=dense_slow, expert_dequant=slow, indexer_coef=idx_coef,
         decode_attn_coef=tuple(decode_coef) if decode_coef != coef else (), kernel_floor_s=floor_s,
-        kernels_per_layer=kernels, sparse_heads=sparse)
+        kernels_per_layer=kernels, sparse_heads=sparse, **cuda_graph_batches(engine, hw, tp))
+
+
+# TensorRT-LLM's default CudaGraphConfig (llmapi/llm_args.py, validate_cuda_graph_config): max_batch_size 128, no
+# padding, batch sizes 1-31, 32, 64, 128; "enabled for batches that consist of decoding requests *only*"
+TRTLLM_GRAPH_SIZES = tuple(range(1, 33)) + (64, 128)
+
+
+def cuda_graph_batches(engine: str, hw: HardwarePreset, tp: int) -> dict:
+    """The decode batches that replay a CUDA graph (StepModel.graph_max_bs, graph_exact): SGLang's decode graph up
+    to cuda_graph_max_bs (its GPU default, padded to the next captured size); TensorRT-LLM's default sizes, exact;
+    vLLM none apart (its per-step cost is fitted on every step, graph or not)."""
+    if engine == "sglang":
+        from kvcalc.memory.engine_common import CUDA_REPORTED_SHARE
+        from kvcalc.memory.engine_sglang_args import MIB, gpu_defaults
+        from kvcalc.out import units
+
+        total = hw.cuda_total_bytes or units.gib_to_bytes(hw.hbm_gb * CUDA_REPORTED_SHARE)
+        return {"graph_max_bs": gpu_defaults(total / MIB, tp)[1]}
+    if engine == "trtllm":
+        return {"graph_max_bs": max(TRTLLM_GRAPH_SIZES), "graph_exact": TRTLLM_GRAPH_SIZES}
+    return {}
 
 
 def attention_efficiency(model: ModelPreset, hw: HardwarePreset, cal: CalibrationPreset, engine: str) -> float:
