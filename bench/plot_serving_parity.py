@@ -161,27 +161,35 @@ def main() -> int:
     preds = [c.predict(r) for r in rows]
     held = c.read_rows(PERF / "validation.csv")
     held_preds = [c.predict(r) for r in held]
-    aic = read_aiconfigurator()
     chart(rows, preds, (held, held_preds))
-    aic_text = ("\n\naiconfigurator 0.12.0 on the calibration rows it runs (tests/fixtures/perf/aiconfigurator.csv, "
-                "bench/aiconfigurator_runs.py), beside kvcalc on the same rows:\n\n" + aic_summary(rows, preds, aic)
-                if aic else "")
-    _between("parity", summary(rows, preds) + aic_text + "\n\nThe calibration these figures come from "
-             "(presets/calibration/):\n\n" + calibration_table() + "\n\nEvery row (measured / predicted, "
-             "error" + ("; aiconfigurator's figures and errors" if aic else "") + "):\n\n"
-             + table(rows, preds, aic if aic else None))
-    aic_held = read_aiconfigurator(PERF / "aiconfigurator_validation.csv")
-    _between("validation", summary(held, held_preds, (("all", ""), ("H100", "H100"), ("H200", "H200")))
-             + ("\n\naiconfigurator 0.12.0 on the held-out rows it runs (tests/fixtures/perf/"
-                "aiconfigurator_validation.csv), beside kvcalc on the same rows:\n\n"
-                + aic_summary(held, held_preds, aic_held) if aic_held else "")
-             + "\n\nEvery held-out row (measured / predicted, error; cN: the client's --max-concurrency N"
-             + ("; aiconfigurator's figures and errors" if aic_held else "") + "):\n\n"
-             + table(held, held_preds, aic_held if aic_held else None))
+    for marker, body in sections(rows, preds, held, held_preds).items():
+        _between(marker, body)
     print(summary(rows, preds))
     print(summary(held, held_preds, (("all", ""),)))
     examples()
     return 0
+
+
+def sections(rows, preds, held, held_preds) -> dict:
+    """What lies between each pair of markers of docs/serving-model.md: {marker: markdown} (tests/
+    test_docs_serving_tables.py holds the page to it)."""
+    aic = read_aiconfigurator()
+    aic_text = ("\n\naiconfigurator 0.12.0 on the calibration rows it runs (tests/fixtures/perf/aiconfigurator.csv, "
+                "bench/aiconfigurator_runs.py), beside kvcalc on the same rows:\n\n" + aic_summary(rows, preds, aic)
+                if aic else "")
+    parity = (summary(rows, preds) + aic_text + "\n\nThe calibration these figures come from "
+              "(presets/calibration/):\n\n" + calibration_table() + "\n\nEvery row (measured / predicted, "
+              "error" + ("; aiconfigurator's figures and errors" if aic else "") + "):\n\n"
+              + table(rows, preds, aic if aic else None))
+    aic_held = read_aiconfigurator(PERF / "aiconfigurator_validation.csv")
+    validation = (summary(held, held_preds, (("all", ""), ("H100", "H100"), ("H200", "H200")))
+                  + ("\n\naiconfigurator 0.12.0 on the held-out rows it runs (tests/fixtures/perf/"
+                     "aiconfigurator_validation.csv), beside kvcalc on the same rows:\n\n"
+                     + aic_summary(held, held_preds, aic_held) if aic_held else "")
+                  + "\n\nEvery held-out row (measured / predicted, error; cN: the client's --max-concurrency N"
+                  + ("; aiconfigurator's figures and errors" if aic_held else "") + "):\n\n"
+                  + table(held, held_preds, aic_held if aic_held else None))
+    return {"parity": parity, "validation": validation}
 
 
 def _between(marker: str, body: str) -> None:
