@@ -32,10 +32,12 @@ def _overhead_ms(sm, tokens, sequences) -> float:
 
 def test_sglang_graph_batch_limit_is_its_gpu_default():
     # SGLang's _handle_gpu_memory_settings (kvcalc/memory/engine_sglang_args.py): an H100 (79.19 GiB) or an H200
-    # (139.8 GiB) is in the < 160 GiB tier: cuda_graph_max_bs 256 below TP 4, 512 at TP >= 4; an A100-40GB
-    # (39.4 GiB) in the < 60 GiB tier: 32 / 160
+    # (139.8 GiB) is in the < 160 GiB tier: cuda_graph_max_bs 256 below TP 4, 512 at TP >= 4; an L40S (48 GB,
+    # under 60 GiB) in the < 60 GiB tier: 32 below TP 4, 160 at TP >= 4
     assert cuda_graph_batches("sglang", catalog.load_hardware("h100-sxm"), 1) == {"graph_max_bs": 256}
     assert cuda_graph_batches("sglang", catalog.load_hardware("h200-sxm"), 8) == {"graph_max_bs": 512}
+    assert cuda_graph_batches("sglang", catalog.load_hardware("l40s"), 1) == {"graph_max_bs": 32}
+    assert cuda_graph_batches("sglang", catalog.load_hardware("l40s"), 4) == {"graph_max_bs": 160}
     assert cuda_graph_batches("vllm", catalog.load_hardware("h100-sxm"), 1) == {}
 
 

@@ -436,11 +436,10 @@ def cuda_graph_batches(engine: str, hw: HardwarePreset, tp: int) -> dict:
     to cuda_graph_max_bs (its GPU default, padded to the next captured size); TensorRT-LLM's default sizes, exact;
     vLLM none apart (its per-step cost is fitted on every step, graph or not)."""
     if engine == "sglang":
-        from kvcalc.memory.engine_common import CUDA_REPORTED_SHARE
+        from kvcalc.memory import engine_common as ec
         from kvcalc.memory.engine_sglang_args import MIB, gpu_defaults
-        from kvcalc.out import units
 
-        total = hw.cuda_total_bytes or units.gib_to_bytes(hw.hbm_gb * CUDA_REPORTED_SHARE)
+        total = ec.total_memory(hw, ec.EngineInputs(engine="sglang", tp=tp)).value  # as CUDA reports it [B]
         return {"graph_max_bs": gpu_defaults(total / MIB, tp)[1]}
     if engine == "trtllm":
         return {"graph_max_bs": max(TRTLLM_GRAPH_SIZES), "graph_exact": TRTLLM_GRAPH_SIZES}
