@@ -1,6 +1,6 @@
 """The serving model's kernel floor (issue 18, held-out rows): every kernel a layer launches per step pays a fixed
 time (the calibration's kernel_us) beyond its FLOPs and bytes, and so does every TP all-reduce on top of the link's
-latency. The kernel counts come from the layer's structure (step_time.KERNELS), each checked by hand here."""
+latency. The kernel counts come from the layer's structure (kernel_count.KERNELS), each checked by hand here."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def test_deepseek_presets_carry_the_routed_experts_of_the_config(name):
     assert ROUTED == 653_908_770_816
     assert (m.moe_experts, m.moe_experts_per_token) == (imported.moe_experts, imported.moe_experts_per_token) == (256, 8)
     assert m.moe_expert_params_b * 1e9 == pytest.approx(ROUTED) == imported.moe_expert_params_b * 1e9
-    # n_shared_experts 1: one shared expert per MoE layer (its kernels in the step's floor, step_time.KERNELS)
+    # n_shared_experts 1: one shared expert per MoE layer (its kernels in the step's floor, kernel_count.KERNELS)
     assert m.moe_shared_experts == imported.moe_shared_experts == 1
     # capacity unchanged: the weights stay 671 B params x 1 B (FP8)
     assert m.weight_bytes == 671e9

@@ -61,7 +61,7 @@ class CalibrationPreset:
     GPU's attention_efficiency"""
     kernel_us: Annotated[float, Bounds(ge=0, le=1e3)] = 0.0
     """the fixed time of one GPU kernel of a step beyond its FLOPs and bytes (launch, ramp, tail, under CUDA
-    graphs), paid by each of a layer's kernels every step (kvcalc/serve/step_time.py kernels_per_layer) and by
+    graphs), paid by each of a layer's kernels every step (kvcalc/serve/kernel_count.py kernels_per_layer) and by
     every TP all-reduce on top of the link's latency [us]"""
 
     def __post_init__(self):

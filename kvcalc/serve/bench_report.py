@@ -150,13 +150,18 @@ def explain_lines(sm, row: dict, spec: BenchSpec, sch) -> list[str]:
              sch.max_num_batched_tokens, 1, 1, sm.prefill_attention_flops(0, sch.max_num_batched_tokens),
              float(sm.kv_read_bytes(sch.max_num_batched_tokens)))):
         t = sm.terms(float(tokens), float(seqs), float(sampled), attn, kv)
+        p = sm.compute_parts(float(tokens), float(sampled), attn)
+        parts = ", ".join(f"{name} {fmt_ms(float(p[key]), '.3f')}" for name, key in (
+            ("dense", "dense_s"), ("experts", "experts_s"), ("LM head", "head_s"), ("attention", "attention_s"))
+            if key != "experts_s" or sm.experts)
         total = max(t["compute_s"], t["memory_s"]) + t["comm_s"] + t.get("ep_comm_s", 0.0) + t["overhead_s"]
         experts = (f"; experts touched {float(sm.distinct_experts(float(tokens) * sm.moe_token_scale)):.1f} of "
                    f"{sm.experts} per layer" if sm.experts else "")
         ep = f" (the experts' share / {sm.ep} EP GPUs x {sm.tp})" if sm.ep else ""
         lines += [f"{what}:",
                   f"  compute = 2 x ({sm.dense_params:.4g} dense + {sm.expert_active_params:.4g} expert) params x "
-                  f"{tokens:,} tokens / eff + {attn:.4g} attention FLOP = {fmt_ms(t['compute_s'], '.3f')}",
+                  f"{tokens:,} tokens / eff + {attn:.4g} attention FLOP = {fmt_ms(t['compute_s'], '.3f')}"
+                  f" ({parts})",
                   f"  memory = ({sm.dense_weight_bytes:.4g} + {sm.expert_weight_bytes:.4g} x touched share{ep}) B / "
                   f"{sm.tp} + {kv:.4g} B KV per GPU = {fmt_ms(t['memory_s'], '.3f')}{experts}",
                   f"  communication = {fmt_ms(t['comm_s'], '.3f')} ({sm.tp}-way TP, 2 all-reduces x {sm.layers} layers)"

@@ -39,7 +39,7 @@ chunks of prompts being prefilled. Per GPU:
              no engine cost, cuda_graph_batches below; vLLM's, fitted on every step, applies to all)
              + the kernel floor: layers x kernels_per_layer x kernel_us (every kernel of a step pays a fixed
              time beyond its FLOPs and bytes: launch, ramp-up, tail; kernels_per_layer counted from the
-             layer's structure, KERNELS below); each TP all-reduce also pays kernel_us on top of the link's
+             layer's structure, serve/kernel_count.py); each TP all-reduce also pays kernel_us on top of the link's
              latency (an all-reduce is a kernel too).
 The matmul peak is the dtype the tensor cores really run (weights_dtype.math_dtype: MXFP4 on Hopper and FP8 on
 Ampere run BF16 math). Every function takes numpy arrays: a run of decode steps is one call.
@@ -54,25 +54,10 @@ from kvcalc.model import weights_dtype as wd
 from kvcalc.model.calibration_schema import CalibrationPreset
 from kvcalc.model.schema import HardwarePreset, LinkPreset, ModelPreset
 from kvcalc.serve import compute
+from kvcalc.serve.kernel_count import kernels_per_layer
 
 ACTIVATION_BYTES = 2  # BF16 activations in the TP all-reduce
 ALL_REDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron-style TP)
-# the kernels one layer launches per step in vLLM/SGLang (their model code: vllm/model_executor/models/llama.py,
-# qwen3.py, deepseek_v2.py, gpt_oss.py; fused elementwise ops counted once), each paying the calibrated kernel_us
-KERNELS = {
-    "attention": 5,   # input norm, QKV GEMM, RoPE + KV-cache write, attention, O GEMM
-    "mla": 10,        # input norm, fused q_a/kv_a GEMM, q_a and kv_a norms, q_b GEMM, RoPE + cache write,
-                      # W_UK bmm, MLA attention, W_UV bmm, O GEMM (deepseek_v2.py, MLA decode in the latent)
-    "indexer": 4,     # DSA/CSA lightning indexer: its key GEMM, weights GEMM, fp8_mqa_logits, top-k
-    "mlp": 4,         # post-attention norm, gate_up GEMM, activation, down GEMM
-    "moe": 8,         # post-attention norm, router GEMM, top-k, align/sort, grouped gate_up, activation,
-                      # grouped down, combine (fused_moe)
-    "shared_expert": 4,  # an MoE layer's shared expert, a dense MLP beside the routed ones (deepseek_v2.py
-                         # DeepseekV2MoE.shared_experts = DeepseekV2MLP): gate_up GEMM, activation, down GEMM, and
-                         # the add of its output to the routed experts'
-}
-# GEMMs with FP8 weights per block: each has one activation-quantisation kernel before it (per-token-group FP8)
-FP8_GEMMS = {"attention": 2, "mla": 3, "mlp": 2, "moe": 2, "shared_expert": 2}
 # checkpoints whose attention has learned sinks (gpt-oss: vLLM runs them on FlashAttention 3 on Hopper, Triton below)
 SINK_ARCHITECTURES = ("GptOssForCausalLM",)
 # the kinds whose attention runs FlashMLA's sparse kernels (flash_mla_sparse_fwd, flash_mla_with_kvcache with
@@ -228,20 +213,33 @@ class StepModel:
                 attn = attn + (c * att.indexed_entries(g, contexts)).sum(axis=axis)
         return attn, kv * self.kv_scale
 
-    def compute_s(self, tokens, sampled, attn_flops):
-        """Compute time of a step of ``tokens`` tokens with ``sampled`` sequences sampling [s]."""
+    def _matmul_terms(self, tokens, sampled):
+        """The dense, routed-expert and LM-head matmuls' FLOPs, each / its efficiency [FLOP at the peak]."""
         import numpy as np
 
         t = np.maximum(tokens, 1e-9)
-        flops_time = 2 * self.dense_params * tokens * self.dense_dequant / (self.eff(t) * self.dense_width)
+        dense = 2 * self.dense_params * tokens * self.dense_dequant / (self.eff(t) * self.dense_width)
+        experts = 0.0
         if self.experts:
             moe_t = t * self.moe_token_scale
             per_expert = moe_t * self.top_k / np.maximum(self.distinct_experts(moe_t), 1e-9)
-            flops_time = flops_time + (2 * self.expert_active_params * tokens * self.expert_dequant
-                                       / (self.eff(per_expert) * self.expert_width))
-        flops_time = flops_time + 2 * self.head_params * sampled / self.eff(np.maximum(sampled, 1e-9))
-        return (flops_time / (self.tp * self.matmul_peak)
+            experts = (2 * self.expert_active_params * tokens * self.expert_dequant
+                       / (self.eff(per_expert) * self.expert_width))
+        return dense, experts, 2 * self.head_params * sampled / self.eff(np.maximum(sampled, 1e-9))
+
+    def compute_s(self, tokens, sampled, attn_flops):
+        """Compute time of a step of ``tokens`` tokens with ``sampled`` sequences sampling [s]."""
+        dense, experts, head = self._matmul_terms(tokens, sampled)
+        return ((dense + experts + head) / (self.tp * self.matmul_peak)
                 + attn_flops / (self.tp * self.attn_peak * self.attn_eff))
+
+    def compute_parts(self, tokens, sampled, attn_flops) -> dict:
+        """compute_s's terms one by one, for --explain and the per-op comparison (docs/serving-model.md): the dense
+        matmuls, the routed experts', the LM head's and attention's (with the indexer's); they sum to compute_s [s]."""
+        peak = self.tp * self.matmul_peak
+        dense, experts, head = self._matmul_terms(tokens, sampled)
+        return {"dense_s": dense / peak, "experts_s": experts / peak, "head_s": head / peak,
+                "attention_s": attn_flops / (self.tp * self.attn_peak * self.attn_eff)}
 
     def memory_s(self, tokens, kv_bytes_per_gpu):
         """Memory time: weights read (experts touched) + KV read, per GPU [s]."""
@@ -474,23 +472,3 @@ def sparse_head_padding(q_heads: int, tp: int, hw: HardwarePreset) -> float:
     per_gpu = math.ceil(q_heads / tp)
     tile = 128 if hw.fp4_dense_tflops else 64
     return math.ceil(per_gpu / tile) * tile / per_gpu
-
-
-def kernels_per_layer(groups, moe: bool, fp8: bool, shared: bool = False) -> float:
-    """The kernels one layer launches per step, the mean over ``groups`` weighted by their layers: its attention
-    block (MLA's 10 where the group is MLA or DSA, + 4 for a sparse indexer, else 5; a linear/Mamba mixer counts
-    as an attention block) + its MLP block (MoE 8, + 4 with a shared expert; dense 4; every layer of an MoE model
-    counted as MoE: DeepSeek V3's 3 dense layers of 61 are not told apart) + one activation-quantisation kernel
-    per FP8 GEMM [kernels]."""
-    total = layers = 0
-    mlp = "moe" if moe else "mlp"
-    for g in groups:
-        attn = "mla" if g.kind in ("mla", "dsa") else "attention"
-        n = KERNELS[attn] + KERNELS[mlp] + (KERNELS["indexer"] if g.indexer_heads else 0)
-        if moe and shared:
-            n += KERNELS["shared_expert"] + (FP8_GEMMS["shared_expert"] if fp8 else 0)
-        if fp8:
-            n += FP8_GEMMS[attn] + FP8_GEMMS[mlp]
-        total += n * g.layers
-        layers += g.layers
-    return total / layers if layers else 0.0
