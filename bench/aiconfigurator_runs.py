@@ -123,11 +123,16 @@ def main() -> int:
         print(i, r.model, r.hardware, r.engine, r.input_len, osl, "bs", bs, row["output_tok_per_s"],
               row["mean_ttft_ms"], row["mean_tpot_ms"], flush=True)
         out.append(row)
-    with open(args.out, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(out)
+    write_csv(args.out, FIELDS, out)
     return 0
+
+
+def write_csv(path, fields, rows) -> None:
+    """``rows`` (dicts) as a CSV with a header of ``fields``."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,68 @@ def summary(rows, preds, gpus=(("all", ""), ("A100", "A100"), ("H100", "H100")))
     return "\n".join(lines)
 
 
+# aiconfigurator's context ops (bench/aiconfigurator_ops.py) in the step model's terms; an op not listed fails
+OP_GROUPS = {"dense matmuls + attention": ("qkv_gemm", "proj_gemm", "attention", "gate_ffn1_gemm", "ffn2_gemm",
+                                           "mla_block", "shared_gate_up_gemm", "shared_ffn2_gemm", "router_gemm",
+                                           "logits_gemm"),
+             "routed experts": ("moe",),
+             "communication": ("ar_1", "ar_2", "tp_allreduce", "embedding_ar", "p2p", "moe_pre_dispatch",
+                               "moe_post_dispatch"),
+             "norms, activations": ("add_norm_1", "add_norm_2", "act_gate", "shared_act_gate", "embedding")}
+
+
+def kvcalc_prefill_parts(model, dtype, hw_name, engine, tp, prompts, length) -> dict:
+    """kvcalc's step of ``prompts`` prompts of ``length`` tokens from position 0, in OP_GROUPS' terms + its
+    overhead, memory time and total [s]."""
+    from kvcalc.model import catalog
+    from kvcalc.model.weights_dtype import with_weights_dtype
+    from kvcalc.serve.calibration import calibration_for
+    from kvcalc.serve.step_time import step_model
+
+    hw = catalog.load_hardware(hw_name)
+    sm = step_model(with_weights_dtype(catalog.load_model(model), dtype), hw,
+                    catalog.load_link(hw.scaleup_link) if hw.scaleup_link else None, calibration_for(hw_name)[0],
+                    tp, engine)
+    tokens, attn = float(prompts * length), prompts * sm.prefill_attention_flops(0, length)
+    kv = prompts * float(sm.kv_read_bytes(length))
+    p = sm.compute_parts(tokens, float(prompts), attn)
+    t = sm.terms(tokens, float(prompts), float(prompts), attn, kv)
+    return {"dense matmuls + attention": p["dense_s"] + p["head_s"] + p["attention_s"],
+            "routed experts": p["experts_s"], "communication": t["comm_s"], "overhead": t["overhead_s"],
+            "memory": t["memory_s"],
+            "total": max(t["compute_s"], t["memory_s"]) + t["comm_s"] + t["overhead_s"]}
+
+
+def ops_table(path=PERF / "aiconfigurator_ops.csv") -> str:
+    """One prefill step per configuration: aiconfigurator's measured ops, grouped, beside kvcalc's terms [ms]."""
+    import csv
+
+    if not Path(path).exists():
+        return ""
+    configs: dict = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            key = (r["model"], r["weights_dtype"], r["hardware"], r["engine"], int(r["tp"]), int(r["prompts"]),
+                   int(r["prompt_len"]), r["aic_backend_version"])
+            op = r["op"].removeprefix("context_")
+            group = next((g for g, ops in OP_GROUPS.items() if op in ops), None)
+            if group is None:
+                raise ValueError(f"{path}: aiconfigurator op {r['op']!r} is in no OP_GROUPS group")
+            groups = configs.setdefault(key, dict.fromkeys(OP_GROUPS, 0.0))
+            groups[group] += float(r["latency_ms"])
+    out = ["| model | GPU | engine | step | " + " | ".join(f"{g} ms: aic / kvcalc" for g in OP_GROUPS)
+           + " | step ms: aic / kvcalc (kvcalc / aic) |", "|---|---|---|---|" + "---|" * (len(OP_GROUPS) + 1)]
+    for (model, dtype, hw, engine, tp, prompts, length, version), aic in configs.items():
+        k = {g: 1e3 * v for g, v in kvcalc_prefill_parts(model, dtype or None, hw, engine, tp, prompts,
+                                                          length).items()}
+        k["norms, activations"] = k["overhead"]
+        total = sum(aic.values())
+        out.append(f"| {model}{' ' + dtype if dtype else ''} | {tp} x {hw} | {engine} ({version}) | "
+                   f"{prompts} x {length:,} | " + " | ".join(f"{aic[g]:,.1f} / {k[g]:,.1f}" for g in OP_GROUPS)
+                   + f" | {total:,.1f} / {k['total']:,.1f} ({k['total'] / total:.2f}x) |")
+    return "\n".join(out)
+
+
 def calibration_table() -> str:
     """The fitted figures of every shipped calibration, one column per GPU."""
     from dataclasses import fields
@@ -189,7 +251,7 @@ def sections(rows, preds, held, held_preds) -> dict:
                   + "\n\nEvery held-out row (measured / predicted, error; cN: the client's --max-concurrency N"
                   + ("; aiconfigurator's figures and errors" if aic_held else "") + "):\n\n"
                   + table(held, held_preds, aic_held if aic_held else None))
-    return {"parity": parity, "validation": validation}
+    return {"parity": parity, "validation": validation, "ops": ops_table()}
 
 
 def _between(marker: str, body: str) -> None:

@@ -1,4 +1,4 @@
-"""docs/serving-model.md's calibration and held-out tables are what the committed code and presets give: each
+"""docs/serving-model.md's calibration, held-out and per-op tables are what the committed code and presets give: each
 section between its markers equals what bench/plot_serving_parity.py writes there (a change to the model or a
 preset that moves a figure fails here until the script is rerun; the calibration table once went a session
 stale when the script stopped at an absent optional figure)."""
@@ -30,7 +30,7 @@ def sections():
     return mod.sections(rows, [c.predict(r) for r in rows], held, [c.predict(r) for r in held])
 
 
-@pytest.mark.parametrize("marker", ["parity", "validation"])
+@pytest.mark.parametrize("marker", ["parity", "validation", "ops"])
 def test_the_page_holds_the_tables_the_code_gives(sections, marker):
     text = (ROOT / "docs" / "serving-model.md").read_text()
     start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
