@@ -1,18 +1,18 @@
-"""aiconfigurator's measured per-op times of one prefill step, beside which docs/serving-model.md sets kvcalc's own
-terms (issue 18, item 5: where the step model differs, op by op). NOT a kvcalc dependency.
+"""aiconfigurator's measured per-op times of one prefill step and one decode step, beside which
+docs/serving-model.md sets kvcalc's own terms (issue 18, item 5: where the step model differs, op by op). NOT a
+kvcalc dependency.
 
     python3 -m venv AIC_VENV && AIC_VENV/bin/pip install aiconfigurator==0.12.0   # its own venv, any path
     AIC_VENV/bin/python bench/aiconfigurator_ops.py [--out tests/fixtures/perf/aiconfigurator_ops.csv]
 
 For each configuration of the measured rows (tests/fixtures/perf/calibration.csv and validation.csv) that
-aiconfigurator's bundled configs and SILICON databases cover: ``cli_estimate(mode="static_ctx")``, one context
-(prefill) step of STEP_PROMPTS prompts of STEP_LEN tokens from position 0 (8,192 tokens: vLLM's default token
-budget on these GPUs), and its ``summary.get_context_latency_dict()``: the step's time per op [ms] with where each
-figure comes from (``get_context_source_dict``: "silicon" = measured kernels, "empirical" = a formula), and the
-context tables its (system, backend) database borrows from another engine's measurements (its "low-fidelity
-fallback rows" warning: ``db_fallback_tables``, "table from engine version"; which an op uses, its model says:
-the MLA and DSA attention modules are DeepSeek's alone). Written as it prints them, nothing computed here;
-docs/serving-model.md groups them (bench/plot_serving_parity.py, OP_GROUPS).
+aiconfigurator's bundled configs and SILICON databases cover, each step of PHASES: ``cli_estimate`` in its static
+mode and the summary's latency dict of that phase: the step's time per op [ms], with where each figure comes from
+(the source dict: "silicon" = measured kernels, "empirical" = a formula), and the tables of that phase its
+(system, backend) database borrows from another engine's measurements (its "low-fidelity fallback rows" warning:
+``db_fallback_tables``, "table from engine version"; which an op uses, its model says: the MLA and DSA attention
+modules are DeepSeek's alone). Written as it prints them, nothing computed here; docs/serving-model.md groups
+them (bench/plot_serving_parity.py, OP_GROUPS).
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-STEP_PROMPTS, STEP_LEN = 2, 4096
+# (phase, aiconfigurator mode, sequences, tokens): a prefill step of 2 prompts x 4,096 tokens from position 0
+# (8,192 tokens: vLLM's default budget on these GPUs) and a decode step of 64 sequences at context 4,096 (osl 2:
+# aiconfigurator's one generation step)
+PHASES = (("context", "static_ctx", 2, 4096), ("generation", "static_gen", 64, 4096))
 # (kvcalc model, --weights-dtype, kvcalc hardware, engine, tp) -> (aiconfigurator model, system, backend, extra
 # keywords). MoE experts TP-sharded (moe_tp = tp, no expert parallelism), as the rows ran them; block-FP8 where
 # the checkpoint is (Qwen3-*-FP8, DeepSeek: aiconfigurator infers it from the bundled config)
@@ -46,8 +49,8 @@ CONFIGS = (
     (("deepseek-v3.2", None, "h200-sxm", "vllm", 8),
      ("deepseek-ai/DeepSeek-V3.2", "h200_sxm", "vllm", {"moe_tp_size": 8, "moe_ep_size": 1})),
 )
-FIELDS = ("model", "weights_dtype", "hardware", "engine", "tp", "prompts", "prompt_len", "aic_version", "aic_model",
-          "aic_system", "aic_backend", "aic_backend_version", "op", "latency_ms", "source", "db_fallback_tables")
+FIELDS = ("model", "weights_dtype", "hardware", "engine", "tp", "phase", "sequences", "length", "aic_version",
+          "aic_model", "aic_system", "aic_backend", "aic_backend_version", "op", "latency_ms", "source", "db_fallback_tables")
 
 
 class _Fallbacks(logging.Handler):
@@ -60,7 +63,7 @@ class _Fallbacks(logging.Handler):
 
     def emit(self, record):
         msg = record.getMessage()
-        if msg.startswith("Loading low-fidelity fallback rows for ") and "context" in msg.split(" from ")[0]:
+        if msg.startswith("Loading low-fidelity fallback rows for "):
             table, path = msg.removeprefix("Loading low-fidelity fallback rows for ").split(" from ", 1)
             parts = Path(path.split(". Queries")[0]).parts  # .../<system>/<family>/<backend>/<version>/<table>
             self.seen.append(f"{table} from {parts[-3]} {parts[-2]}")
@@ -81,18 +84,24 @@ def main() -> int:
     root.handlers, root.level = [fallbacks], logging.WARNING  # only collected, not printed
     out = []
     for (model, dtype, hw, engine, tp), (aic_model, system, backend, kw) in CONFIGS:
-        r = cli_estimate(aic_model, system, mode="static_ctx", backend_name=backend, isl=STEP_LEN, osl=2,
-                         batch_size=STEP_PROMPTS, tp_size=tp, **kw)
-        lat, src = r.summary.get_context_latency_dict(), r.summary.get_context_source_dict()
-        by_db.setdefault((system, backend), []).extend(fallbacks.seen)
-        fallbacks.seen = []
-        base = {"model": model, "weights_dtype": dtype or "", "hardware": hw, "engine": engine, "tp": tp,
-                "prompts": STEP_PROMPTS, "prompt_len": STEP_LEN, "aic_version": version, "aic_model": aic_model,
-                "aic_system": system, "aic_backend": backend, "aic_backend_version": r.backend_version}
-        for op, ms in lat.items():
-            out.append({**base, "op": op, "latency_ms": f"{float(ms):.3f}", "source": src.get(op, ""),
-                        "db_fallback_tables": "; ".join(by_db[(system, backend)])})
-        print(model, dtype or "-", hw, engine, f"tp{tp}", f"{float(r.ttft):.1f} ms", flush=True)
+        for phase, mode, seqs, length in PHASES:
+            r = cli_estimate(aic_model, system, mode=mode, backend_name=backend, isl=length, osl=2,
+                             batch_size=seqs, tp_size=tp, **kw)
+            s = r.summary
+            lat, src = ((s.get_context_latency_dict(), s.get_context_source_dict()) if phase == "context" else
+                        (s.get_generation_latency_dict(), s.get_generation_source_dict()))
+            by_db.setdefault((system, backend), []).extend(fallbacks.seen)
+            fallbacks.seen = []
+            base = {"model": model, "weights_dtype": dtype or "", "hardware": hw, "engine": engine, "tp": tp,
+                    "phase": phase, "sequences": seqs, "length": length, "aic_version": version,
+                    "aic_model": aic_model, "aic_system": system, "aic_backend": backend,
+                    "aic_backend_version": r.backend_version}
+            tables = "; ".join(t for t in by_db[(system, backend)] if phase in t.split(" from ")[0])
+            for op, ms in lat.items():
+                out.append({**base, "op": op, "latency_ms": f"{float(ms):.3f}", "source": src.get(op, ""),
+                            "db_fallback_tables": tables})
+            step = r.ttft if phase == "context" else r.tpot
+            print(model, dtype or "-", hw, engine, f"tp{tp}", phase, f"{float(step):.1f} ms", flush=True)
     write_csv(args.out, FIELDS, out)
     return 0
 

@@ -97,7 +97,8 @@ def summary(rows, preds, gpus=(("all", ""), ("A100", "A100"), ("H100", "H100")))
     return "\n".join(lines)
 
 
-# aiconfigurator's context ops (bench/aiconfigurator_ops.py) in the step model's terms; an op not listed fails
+# aiconfigurator's ops (bench/aiconfigurator_ops.py) grouped; an op in no group fails. Prefill: in the step
+# model's terms; decode: its attention block and its MLP side (dense MLP or experts, router, LM head)
 OP_GROUPS = {"dense matmuls + attention": ("qkv_gemm", "proj_gemm", "attention", "gate_ffn1_gemm", "ffn2_gemm",
                                            "mla_block", "shared_gate_up_gemm", "shared_ffn2_gemm", "router_gemm",
                                            "logits_gemm"),
@@ -105,11 +106,16 @@ OP_GROUPS = {"dense matmuls + attention": ("qkv_gemm", "proj_gemm", "attention",
              "communication": ("ar_1", "ar_2", "tp_allreduce", "embedding_ar", "p2p", "moe_pre_dispatch",
                                "moe_post_dispatch"),
              "norms, activations": ("add_norm_1", "add_norm_2", "act_gate", "shared_act_gate", "embedding")}
+DECODE_GROUPS = {"attention block": ("qkv_gemm", "proj_gemm", "attention", "mla_block"),
+                 "MLP, experts, LM head": ("gate_ffn1_gemm", "ffn2_gemm", "moe", "moe_overlap", "router_gemm",
+                                           "shared_gate_up_gemm", "shared_ffn2_gemm", "logits_gemm"),
+                 "communication": OP_GROUPS["communication"], "norms, activations": OP_GROUPS["norms, activations"]}
 
 
-def kvcalc_prefill_parts(model, dtype, hw_name, engine, tp, prompts, length) -> dict:
-    """kvcalc's step of ``prompts`` prompts of ``length`` tokens from position 0, in OP_GROUPS' terms + its
-    overhead, memory time and total [s]."""
+def kvcalc_step_parts(model, dtype, hw_name, engine, tp, phase, seqs, length) -> dict:
+    """kvcalc's prefill step of ``seqs`` prompts of ``length`` tokens from position 0, or its decode step of ``seqs``
+    sequences at context ``length``: compute_parts, the weights' and the KV's read, communication, overhead and
+    the step [s]."""
     from kvcalc.model import catalog
     from kvcalc.model.weights_dtype import with_weights_dtype
     from kvcalc.serve.calibration import calibration_for
@@ -119,43 +125,67 @@ def kvcalc_prefill_parts(model, dtype, hw_name, engine, tp, prompts, length) -> 
     sm = step_model(with_weights_dtype(catalog.load_model(model), dtype), hw,
                     catalog.load_link(hw.scaleup_link) if hw.scaleup_link else None, calibration_for(hw_name)[0],
                     tp, engine)
-    tokens, attn = float(prompts * length), prompts * sm.prefill_attention_flops(0, length)
-    kv = prompts * float(sm.kv_read_bytes(length))
-    p = sm.compute_parts(tokens, float(prompts), attn)
-    t = sm.terms(tokens, float(prompts), float(prompts), attn, kv)
-    return {"dense matmuls + attention": p["dense_s"] + p["head_s"] + p["attention_s"],
-            "routed experts": p["experts_s"], "communication": t["comm_s"], "overhead": t["overhead_s"],
-            "memory": t["memory_s"],
-            "total": max(t["compute_s"], t["memory_s"]) + t["comm_s"] + t["overhead_s"]}
+    if phase == "context":
+        tokens, attn = float(seqs * length), seqs * sm.prefill_attention_flops(0, length)
+        kv = seqs * float(sm.kv_read_bytes(length))
+    else:
+        tokens, attn = float(seqs), seqs * float(sm.decode_attention_flops(length + 1))
+        kv = seqs * float(sm.kv_read_bytes(length + 1))
+    t = sm.terms(tokens, float(seqs), float(seqs), attn, kv)
+    bw = sm.hbm_bytes_per_s * sm.hbm_eff
+    return {**sm.compute_parts(tokens, float(seqs), attn), **t, "weights_s": float(sm.weight_read_bytes(tokens)) / bw,
+            "kv_s": kv / bw, "step_s": max(t["compute_s"], t["memory_s"]) + t["comm_s"] + t["overhead_s"]}
+
+
+def _aic_steps(path, phase, groups) -> dict:
+    """{(model, dtype, hardware, engine, tp, sequences, length, engine version): {group: ms}} of one phase."""
+    import csv
+
+    steps: dict = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            if r["phase"] != phase:
+                continue
+            key = (r["model"], r["weights_dtype"], r["hardware"], r["engine"], int(r["tp"]), int(r["sequences"]),
+                   int(r["length"]), r["aic_backend_version"])
+            op = r["op"].removeprefix(phase + "_")
+            group = next((g for g, ops in groups.items() if op in ops), None)
+            if group is None:
+                raise ValueError(f"{path}: aiconfigurator op {r['op']!r} is in no group")
+            steps.setdefault(key, dict.fromkeys(groups, 0.0))[group] += float(r["latency_ms"])
+    return steps
 
 
 def ops_table(path=PERF / "aiconfigurator_ops.csv") -> str:
-    """One prefill step per configuration: aiconfigurator's measured ops, grouped, beside kvcalc's terms [ms]."""
-    import csv
-
+    """Per configuration, one prefill step and one decode step: aiconfigurator's measured ops, grouped, beside
+    kvcalc's terms [ms]; "" without the file."""
     if not Path(path).exists():
         return ""
-    configs: dict = {}
-    with open(path, newline="", encoding="utf-8") as f:
-        for r in csv.DictReader(f):
-            key = (r["model"], r["weights_dtype"], r["hardware"], r["engine"], int(r["tp"]), int(r["prompts"]),
-                   int(r["prompt_len"]), r["aic_backend_version"])
-            op = r["op"].removeprefix("context_")
-            group = next((g for g, ops in OP_GROUPS.items() if op in ops), None)
-            if group is None:
-                raise ValueError(f"{path}: aiconfigurator op {r['op']!r} is in no OP_GROUPS group")
-            groups = configs.setdefault(key, dict.fromkeys(OP_GROUPS, 0.0))
-            groups[group] += float(r["latency_ms"])
-    out = ["| model | GPU | engine | step | " + " | ".join(f"{g} ms: aic / kvcalc" for g in OP_GROUPS)
-           + " | step ms: aic / kvcalc (kvcalc / aic) |", "|---|---|---|---|" + "---|" * (len(OP_GROUPS) + 1)]
-    for (model, dtype, hw, engine, tp, prompts, length, version), aic in configs.items():
-        k = {g: 1e3 * v for g, v in kvcalc_prefill_parts(model, dtype or None, hw, engine, tp, prompts,
-                                                          length).items()}
-        k["norms, activations"] = k["overhead"]
+    out = ["Prefill, one step of 2 prompts x 4,096 tokens from position 0:", "",
+           "| model | GPU | engine | " + " | ".join(f"{g} ms: aic / kvcalc" for g in OP_GROUPS)
+           + " | step ms: aic / kvcalc (kvcalc / aic) |", "|---|---|---|" + "---|" * (len(OP_GROUPS) + 1)]
+    for (model, dtype, hw, engine, tp, seqs, length, version), aic in _aic_steps(path, "context", OP_GROUPS).items():
+        k = {n: 1e3 * v for n, v in kvcalc_step_parts(model, dtype or None, hw, engine, tp, "context", seqs,
+                                                       length).items()}
+        mine = {"dense matmuls + attention": k["dense_s"] + k["head_s"] + k["attention_s"],
+                "routed experts": k["experts_s"], "communication": k["comm_s"], "norms, activations": k["overhead_s"]}
         total = sum(aic.values())
         out.append(f"| {model}{' ' + dtype if dtype else ''} | {tp} x {hw} | {engine} ({version}) | "
-                   f"{prompts} x {length:,} | " + " | ".join(f"{aic[g]:,.1f} / {k[g]:,.1f}" for g in OP_GROUPS)
-                   + f" | {total:,.1f} / {k['total']:,.1f} ({k['total'] / total:.2f}x) |")
+                   + " | ".join(f"{aic[g]:,.1f} / {mine[g]:,.1f}" for g in OP_GROUPS)
+                   + f" | {total:,.1f} / {k['step_s']:,.1f} ({k['step_s'] / total:.2f}x) |")
+    out += ["", "Decode, one step of 64 sequences at context 4,096 (kvcalc's step: max(compute, weights read + KV "
+            "read) + communication + overhead):", "",
+            "| model | GPU | engine | aic: " + " / ".join(DECODE_GROUPS) + " ms | kvcalc: weights read / KV read / "
+            "compute / communication / overhead ms | step ms: aic / kvcalc (kvcalc / aic) |", "|---|---|---|---|---|---|"]
+    for (model, dtype, hw, engine, tp, seqs, length, version), aic in _aic_steps(path, "generation",
+                                                                                  DECODE_GROUPS).items():
+        k = {n: 1e3 * v for n, v in kvcalc_step_parts(model, dtype or None, hw, engine, tp, "generation", seqs,
+                                                       length).items()}
+        total = sum(aic.values())
+        out.append(f"| {model}{' ' + dtype if dtype else ''} | {tp} x {hw} | {engine} ({version}) | "
+                   + " / ".join(f"{aic[g]:,.2f}" for g in DECODE_GROUPS) + " | "
+                   + " / ".join(f"{k[n]:,.2f}" for n in ("weights_s", "kv_s", "compute_s", "comm_s", "overhead_s"))
+                   + f" | {total:,.2f} / {k['step_s']:,.2f} ({k['step_s'] / total:.2f}x) |")
     return "\n".join(out)
 
 

@@ -71,3 +71,13 @@ def test_explain_prints_the_parts():
     text = " ".join(d.out.split())
     part = text[text.index("compute ="):text.index("memory =")]
     assert "(dense " in part and "experts " not in part, part
+
+
+def test_weight_read_bytes_by_hand_deepseek_v3_tp8():
+    sm = _sm("deepseek-v3", "h200-sxm", 8)
+    # dense bytes = 671e9 B (1 B/param) - the experts' 653,908,770,816 B - the BF16 embedding 926,679,040 x 2 B
+    # = 15,237,871,104 B; one token touches 8 of 256 experts: + 653,908,770,816 x 8 / 256 = 20,434,649,088 B; / 8 GPUs
+    assert float(sm.weight_read_bytes(1.0)) == pytest.approx((15_237_871_104 + 20_434_649_088) / 8, rel=1e-9)
+    # memory_s reads those and the KV at the calibrated share of the H200's 4.8 TB/s
+    bw = 4.8e12 * sm.hbm_eff
+    assert float(sm.memory_s(1.0, 1e9)) == pytest.approx((4_459_065_024 + 1e9) / bw, rel=1e-9)

@@ -241,14 +241,18 @@ class StepModel:
         return {"dense_s": dense / peak, "experts_s": experts / peak, "head_s": head / peak,
                 "attention_s": attn_flops / (self.tp * self.attn_peak * self.attn_eff)}
 
-    def memory_s(self, tokens, kv_bytes_per_gpu):
-        """Memory time: weights read (experts touched) + KV read, per GPU [s]."""
+    def weight_read_bytes(self, tokens):
+        """Weight bytes one GPU reads in a step of ``tokens`` tokens: the dense weights and the experts they touch
+        [B]."""
         frac = self.distinct_experts(tokens * self.moe_token_scale) / self.experts if self.experts else 0
         expert = self.expert_weight_bytes * frac
         if self.ep:  # expert parallel: 1 / ep of the experts per GPU
             expert = expert * self.tp / self.ep
-        weights = (self.dense_weight_bytes + expert) / self.tp
-        return (weights + kv_bytes_per_gpu) / (self.hbm_bytes_per_s * self.hbm_eff)
+        return (self.dense_weight_bytes + expert) / self.tp
+
+    def memory_s(self, tokens, kv_bytes_per_gpu):
+        """Memory time: weights read (experts touched) + KV read, per GPU [s]."""
+        return (self.weight_read_bytes(tokens) + kv_bytes_per_gpu) / (self.hbm_bytes_per_s * self.hbm_eff)
 
     def comm_s(self, tokens):
         """Two ring all-reduces per layer of the step's activations over the scale-up link [s]."""
