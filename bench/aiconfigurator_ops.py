@@ -50,7 +50,8 @@ CONFIGS = (
      ("deepseek-ai/DeepSeek-V3.2", "h200_sxm", "vllm", {"moe_tp_size": 8, "moe_ep_size": 1})),
 )
 FIELDS = ("model", "weights_dtype", "hardware", "engine", "tp", "phase", "sequences", "length", "aic_version",
-          "aic_model", "aic_system", "aic_backend", "aic_backend_version", "op", "latency_ms", "source", "db_fallback_tables")
+          "aic_model", "aic_system", "aic_backend", "aic_backend_version", "op", "latency_ms", "source",
+          "db_fallback_tables")
 
 
 class _Fallbacks(logging.Handler):
