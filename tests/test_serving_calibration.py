@@ -120,6 +120,8 @@ def test_the_fit_keeps_async_scheduling_at_most_plain_vllm():
     lowered = fit._set(cal, "vllm_step_us", 500.0)
     assert (lowered.vllm_step_us, lowered.vllm_async_step_us) == (500.0, 500.0)
     assert fit._set(cal, "kernel_us", 50.0).kernel_us == fit.BOUNDS["kernel_us"][1] == 8.0
+    # the floor: the smallest cited kernel time (a 512-byte all-reduce on H100, 3.7 us)
+    assert fit._set(cal, "kernel_us", 0.001).kernel_us == fit.BOUNDS["kernel_us"][0] == 3.7
 
 
 def test_committed_calibrations_keep_async_at_most_plain():
