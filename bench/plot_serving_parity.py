@@ -159,13 +159,15 @@ def _aic_steps(path, phase, groups) -> dict:
 def ops_table(path=PERF / "aiconfigurator_ops.csv") -> str:
     """Per configuration, one prefill step and one decode step: aiconfigurator's measured ops, grouped, beside
     kvcalc's terms [ms]; "" without the file."""
+    from kvcalc.out import units
+
     if not Path(path).exists():
         return ""
     out = ["Prefill, one step of 2 prompts x 4,096 tokens from position 0:", "",
            "| model | GPU | engine | " + " | ".join(f"{g} ms: aic / kvcalc" for g in OP_GROUPS)
            + " | step ms: aic / kvcalc (kvcalc / aic) |", "|---|---|---|" + "---|" * (len(OP_GROUPS) + 1)]
     for (model, dtype, hw, engine, tp, seqs, length, version), aic in _aic_steps(path, "context", OP_GROUPS).items():
-        k = {n: 1e3 * v for n, v in kvcalc_step_parts(model, dtype or None, hw, engine, tp, "context", seqs,
+        k = {n: units.s_to_ms(v) for n, v in kvcalc_step_parts(model, dtype or None, hw, engine, tp, "context", seqs,
                                                        length).items()}
         mine = {"dense matmuls + attention": k["dense_s"] + k["head_s"] + k["attention_s"],
                 "routed experts": k["experts_s"], "communication": k["comm_s"], "norms, activations": k["overhead_s"]}
@@ -176,10 +178,11 @@ def ops_table(path=PERF / "aiconfigurator_ops.csv") -> str:
     out += ["", "Decode, one step of 64 sequences at context 4,096 (kvcalc's step: max(compute, weights read + KV "
             "read) + communication + overhead):", "",
             "| model | GPU | engine | aic: " + " / ".join(DECODE_GROUPS) + " ms | kvcalc: weights read / KV read / "
-            "compute / communication / overhead ms | step ms: aic / kvcalc (kvcalc / aic) |", "|---|---|---|---|---|---|"]
+            "compute / communication / overhead ms | step ms: aic / kvcalc (kvcalc / aic) |",
+            "|---|---|---|---|---|---|"]
     for (model, dtype, hw, engine, tp, seqs, length, version), aic in _aic_steps(path, "generation",
                                                                                   DECODE_GROUPS).items():
-        k = {n: 1e3 * v for n, v in kvcalc_step_parts(model, dtype or None, hw, engine, tp, "generation", seqs,
+        k = {n: units.s_to_ms(v) for n, v in kvcalc_step_parts(model, dtype or None, hw, engine, tp, "generation", seqs,
                                                        length).items()}
         total = sum(aic.values())
         out.append(f"| {model}{' ' + dtype if dtype else ''} | {tp} x {hw} | {engine} ({version}) | "

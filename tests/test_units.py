@@ -67,3 +67,9 @@ def test_fmt_ms_is_seconds_in_milliseconds_with_the_given_format():
     assert fmt_ms(0.0116712) == "11.671 ms"
     assert fmt_ms(0.05, "g") == "50 ms" and fmt_ms(2.0, "g") == "2000 ms"
     assert fmt_ms(1.23456, ",.1f") == "1,234.6 ms"
+
+
+def test_s_to_ms_and_back():
+    # 0.0895 s = 89.5 ms (the routed experts' prefill term the per-op table prints); ms_to_s undoes it
+    assert units.s_to_ms(0.0895) == pytest.approx(89.5, rel=1e-12)
+    assert units.ms_to_s(units.s_to_ms(2.5)) == 2.5

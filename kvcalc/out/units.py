@@ -175,6 +175,11 @@ def ms_to_s(ms: float) -> float:
     return ms / 1e3
 
 
+def s_to_ms(s: float) -> float:
+    """Seconds -> milliseconds [ms]."""
+    return s * 1e3
+
+
 def usd_per_million(usd: float, count: float) -> float:
     """USD spent on ``count`` things (tokens) -> USD per million of them [USD/M]."""
     return usd / count * MEGA
