@@ -5,10 +5,13 @@ small (at most 200 prompts) so the cases take seconds. KVCALC_FUZZ_CASES / KVCAL
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import test_fuzz_cli as base
 from test_fuzz_cli import BAD_NUMBERS, BAD_TOKENS, CONFIGS, Gen, files, hostile_files, trace_files  # noqa: F401
 
-FIELDS = ["duration", "output_throughput", "mean_ttft_ms", "p99_tpot_ms", "usd_per_mtok_blended", "completed"]
+MEASURED = Path(__file__).parent / "fixtures" / "measured"
+FIELDS = ["max_abs_error", "error_mean_ttft_ms", "duration", "output_throughput", "mean_ttft_ms", "p99_tpot_ms", "usd_per_mtok_blended", "completed"]
 
 
 def gen_bench(g: Gen):
@@ -51,6 +54,12 @@ def gen_bench(g: Gen):
         g.flag("--skip-bad", 0.3)
     elif g.r.random() < 0.03:
         g.flag("--skip-bad", 1.0)  # only with --trace: refused
+    if g.r.random() < 0.15:  # a measured run: valid ones copied from published pages, hostile files
+        measured = [g.files["measured-ok.txt"]] + [str(p) for p in sorted(MEASURED.glob("*.txt"))
+                                                   + sorted(MEASURED.glob("*.json")) if "deepseek" not in p.name]
+        g.args += ["--measured", g.pick(measured, [v for k, v in g.files.items() if k.startswith("measured-")]
+                                        + hostile_files(g.files) + trace_files(g.files))]
+        g.opt("--burstiness", ["0.5", "1", "3"], BAD_NUMBERS, p=0.2)
     g.output(FIELDS)
 
 

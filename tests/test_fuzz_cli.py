@@ -140,6 +140,26 @@ def compressed_traces(write, text: str, objs: list) -> None:
           "1129,ChatGPT,1305,477,1782,Conversation log\n")  # a failed request between two served ones
     write("trace-badgz.jsonl", b"\x1f\x8b" + b"\x00" * 40)  # gzip's magic, then garbage
     write("trace-plain.jsonl.gz", text)  # a .gz name on plain text
+    measured_files(write)
+
+
+def measured_files(write) -> None:
+    """Hostile measured runs for ``bench --measured`` (issue 18): a block cut short, two blocks, a NaN and a huge
+    count in a block, a million requests, a saved result of wrong types, and a detailed one of absurd lengths."""
+    head = "============ Serving Benchmark Result ============\n"
+    body = ("Successful requests:                     20\nBenchmark duration (s):                  3.5\n"
+            "Total input tokens:                      2000\nTotal generated tokens:                  400\n"
+            "Mean TTFT (ms):                          50.0\n")
+    write("measured-ok.txt", head + body + "=" * 50 + "\n")
+    write("measured-cut.txt", head + body)
+    write("measured-two.txt", (head + body + "=" * 50 + "\n") * 2)
+    write("measured-nan.txt", head + body.replace("50.0", "nan") + "=" * 50 + "\n")
+    write("measured-huge.txt", head + body.replace(" 20\n", " " + HUGE + "\n", 1) + "=" * 50 + "\n")
+    write("measured-million.txt", head + body.replace(" 20\n", " 999999999999999\n", 1) + "=" * 50 + "\n")
+    write("measured-types.json", json.dumps({"completed": "20", "total_input_tokens": [1], "request_rate": {}}))
+    write("measured-detailed.json", json.dumps({"completed": 2, "total_input_tokens": 5, "total_output_tokens": 2,
+                                                "input_lens": [2**45, 1], "output_lens": [1, 1], "errors": ["", ""],
+                                                "start_times": [0, 1e300]}))
 
 
 def trace_files(files, lengths_only=False):

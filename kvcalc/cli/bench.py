@@ -32,10 +32,11 @@ def bench(
     kv_compression: Annotated[Optional[float], typer.Option("--kv-compression", help="what-if (the article's section 11, an unproven hypothesis): KV stored and read / FACTOR", rich_help_panel=S)] = None,
     price_per_gpu_hour: Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="USD per GPU-hour (default: the hardware preset's)", rich_help_panel=S)] = None,
     dataset: Annotated[str, typer.Option("--dataset", help="random (fixed lengths, as --random-range-ratio 0)", rich_help_panel=C)] = "random",
-    input_len: Annotated[str, typer.Option("--random-input-len", help="prompt tokens per request", rich_help_panel=C)] = "1024",
-    output_len: Annotated[str, typer.Option("--random-output-len", help="output tokens per request (as with --ignore-eos)", rich_help_panel=C)] = "128",
-    num_prompts: Annotated[int, typer.Option("--num-prompts", help=f"requests (at most {MAX_BENCH_PROMPTS:,}; with --trace: the trace's first N)", rich_help_panel=C)] = 1000,
-    request_rate: Annotated[str, typer.Option("--request-rate", help="inf (all at t = 0) or requests/s (Poisson arrivals; 1e-6 to 1e9)", rich_help_panel=C)] = "inf",
+    input_len: Annotated[Optional[str], typer.Option("--random-input-len", help="prompt tokens per request (default 1024; with --measured: each request's, or the run's mean)", show_default=False, rich_help_panel=C)] = None,
+    output_len: Annotated[Optional[str], typer.Option("--random-output-len", help="output tokens per request, as with --ignore-eos (default 128; with --measured: each request's, or the run's mean)", show_default=False, rich_help_panel=C)] = None,
+    num_prompts: Annotated[Optional[int], typer.Option("--num-prompts", help=f"requests (default 1000, at most {MAX_BENCH_PROMPTS:,}; with --trace: the trace's first N; with --measured: the run's successful requests)", show_default=False, rich_help_panel=C)] = None,
+    request_rate: Annotated[Optional[str], typer.Option("--request-rate", help="inf (all at t = 0, the default) or requests/s (Poisson arrivals; 1e-6 to 1e9)", show_default=False, rich_help_panel=C)] = None,
+    burstiness: Annotated[Optional[float], typer.Option("--burstiness", help="vllm's --burstiness with a finite --request-rate: gamma inter-arrival times of this shape (default 1: Poisson; below 1 burstier, above 1 more even)", show_default=False, rich_help_panel=C)] = None,
     max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="client-side cap on requests in flight", rich_help_panel=C)] = None,
     shared_prefix: Annotated[Optional[str], typer.Option("--shared-prefix", help="TOKENS[:GROUPS]: a prefix of TOKENS before every prompt, one per group (vllm's --random-prefix-len with groups)", rich_help_panel=C)] = None,
     trace: Annotated[Optional[str], typer.Option("--trace", help="request trace instead of the random dataset: arrivals and lengths, and hash ids (prefix reuse) where the format has them: Mooncake JSONL, full-block JSONL, kv-cache-tester JSON, Azure or BurstGPT CSV (lengths only); .gz/.zst too", rich_help_panel=C)] = None,
@@ -43,6 +44,7 @@ def bench(
     block_tokens: Annotated[Optional[int], typer.Option("--block-tokens", help="tokens per hash id in the trace (default: the trace's own block_size (kv-cache-tester), else 512 as Mooncake)", show_default=False, rich_help_panel=C)] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="with --trace: leave out bad lines (malformed, or a failed request of 0 tokens) and count them in a note, instead of refusing the trace", rich_help_panel=C)] = False,
     seed: Annotated[int, typer.Option("--seed", help="seed of the Poisson arrivals", rich_help_panel=C)] = 0,
+    measured: Annotated[Optional[str], typer.Option("--measured", help="a measured run to hold kvcalc against: what vllm bench serve printed (its result block, in a log or alone) or saved (--save-result JSON; --save-detailed adds each request's lengths); its requests, lengths, rate and concurrency fill the options not given, and its figures are shown beside kvcalc's with the error of each", show_default=False, rich_help_panel=C)] = None,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Predict what `vllm bench serve` prints: TTFT, TPOT, ITL, throughput, GPU-seconds and $ per M tokens.
@@ -61,6 +63,7 @@ def bench(
       kvcalc bench --model qwen3-14b --enable-prefix-caching --trace trace_0002.json  # kv-cache-tester
       kvcalc bench --model qwen3-14b --gpus 4 --dp 4 --router prefix --enable-prefix-caching --trace t.jsonl.zst
       kvcalc bench --model qwen3-235b-a22b --hardware h200-sxm --tp 1 --dp 8 --enable-expert-parallel
+      kvcalc bench --model qwen3-8b --hardware h100-sxm --measured vllm-bench-output.txt --check 'max_abs_error <= 0.25'
     """
     from kvcalc.cli.bench_parse import parse_and_run
 

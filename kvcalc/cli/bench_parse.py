@@ -3,6 +3,9 @@
 import math
 import sys
 
+DEFAULT_INPUT, DEFAULT_OUTPUT, DEFAULT_PROMPTS = "1024", "128", 1000  # vllm bench serve's --random-input-len,
+# --random-output-len and --num-prompts defaults
+
 
 def _rate(text: str) -> float:
     from kvcalc.out.errors import InputError
@@ -38,13 +41,58 @@ def _shared(text, input_len: int):
     return n, g
 
 
+def _measured(a: dict, n, rate, burst, conc):
+    """``--measured FILE``: the run, and the options it fills where no flag is given -> (run, n, rate, burst,
+    conc, input_lens, output_lens, trace of its send times or None, what was taken from it)."""
+    from kvcalc.out.errors import InputError
+    from kvcalc.out.units import (MAX_BENCH_PROMPTS, MAX_BURSTINESS, MAX_REQUEST_RATE, MAX_REQUESTS, MAX_TOKENS,
+                                  MIN_BURSTINESS, MIN_REQUEST_RATE, check_positive)
+    from kvcalc.serve import bench_measured as bm
+    from kvcalc.trace.measured import read_measured
+
+    run = read_measured(a["measured"])
+    if run.ramp_up is not None:
+        raise InputError(f"--measured: {a['measured']} ramped its request rate up ({run.ramp_up}); kvcalc bench "
+                         "models a constant rate")
+    count, ins, outs = bm.measured_requests(run, n, a["input_len"] is not None, a["output_len"] is not None,
+                                            MAX_BENCH_PROMPTS, MAX_TOKENS)
+    took, trace = [], None
+    if n is None:
+        n = count
+        took.append(f"{count:,} requests")
+    if ins is not None:
+        took.append("each request's prompt length" if run.detailed else "the prompt tokens")
+    if outs is not None:
+        took.append("each request's output length" if run.detailed else "the generated tokens")
+    if a["request_rate"] is None:
+        rate = bm.rate_of(run)
+        if not math.isinf(rate):
+            check_positive(rate, f"--measured {a['measured']}: request rate", limit=MAX_REQUEST_RATE,
+                           minimum=MIN_REQUEST_RATE)
+        took.append(f"request rate {'inf' if math.isinf(rate) else f'{rate:g}/s'}")
+        if a["burstiness"] is None and run.burstiness is not None and not math.isinf(rate):
+            burst = check_positive(run.burstiness, f"--measured {a['measured']}: burstiness", limit=MAX_BURSTINESS,
+                                   minimum=MIN_BURSTINESS)
+            took.append(f"burstiness {burst:g}")
+        if a["trace"] is None and ins is not None and outs is not None:
+            trace = bm.send_times(run)
+            if trace is not None:
+                took.append("each request's send time")
+    if conc is None and run.max_concurrency is not None:
+        conc = int(check_positive(run.max_concurrency, f"--measured {a['measured']}: max concurrency",
+                                  limit=MAX_REQUESTS))
+        took.append(f"max concurrency {conc:,}")
+    return run, n, rate, burst, conc, ins, outs, trace, took
+
+
 def parse_and_run(a: dict) -> None:
     """Validate ``bench``'s options (``a``: its parameters by name), run the model, render."""
     from kvcalc.out.units import MAX_BENCH_PROMPTS, MAX_KV_COMPRESSION
     from kvcalc.cli.common import check_format, emit, kv_options, weights_dtype
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import MAX_GPUS, MAX_REQUESTS, MAX_TOKENS, MAX_USD_PER_GPU_HOUR, check_positive, parse_tokens
+    from kvcalc.out.units import (MAX_BURSTINESS, MAX_GPUS, MIN_BURSTINESS, MAX_REQUEST_RATE, MAX_REQUESTS, MAX_TOKENS,
+                                  MAX_USD_PER_GPU_HOUR, MIN_REQUEST_RATE, check_positive, parse_tokens)
     from kvcalc.serve.bench import ENGINES, BenchSpec
     from kvcalc.serve.calibration import calibration_for
 
@@ -72,12 +120,24 @@ def parse_and_run(a: dict) -> None:
         raise InputError(f"--gpus {a['gpus']} is not --tp {tp} x --dp {dp}")
     if tp * dp > MAX_GPUS:
         raise InputError(f"--tp x --dp: {tp * dp:,} GPUs is absurdly large")
-    input_len = parse_tokens(a["input_len"], "--random-input-len")
-    output_len = parse_tokens(a["output_len"], "--random-output-len")
-    n = int(check_positive(a["num_prompts"], "--num-prompts", limit=MAX_BENCH_PROMPTS))
-    rate = _rate(a["request_rate"])
+    input_len = parse_tokens(DEFAULT_INPUT if a["input_len"] is None else a["input_len"], "--random-input-len")
+    output_len = parse_tokens(DEFAULT_OUTPUT if a["output_len"] is None else a["output_len"], "--random-output-len")
+    n = None if a["num_prompts"] is None else int(check_positive(a["num_prompts"], "--num-prompts",
+                                                                 limit=MAX_BENCH_PROMPTS))
+    rate = _rate("inf" if a["request_rate"] is None else a["request_rate"])
+    burst = 1.0 if a["burstiness"] is None else check_positive(a["burstiness"], "--burstiness", limit=MAX_BURSTINESS,
+                                                                      minimum=MIN_BURSTINESS)
     conc = None if a["max_concurrency"] is None else int(check_positive(a["max_concurrency"], "--max-concurrency",
                                                                         limit=MAX_REQUESTS))
+    measured, input_lens, output_lens, took, measured_trace = None, None, None, [], None
+    if a["measured"] is not None:
+        measured, n, rate, burst, conc, input_lens, output_lens, measured_trace, took = _measured(a, n, rate, burst,
+                                                                                                 conc)
+        from kvcalc.serve.bench_measured import mean_length
+
+        input_len = mean_length(input_lens, input_len)
+        output_len = mean_length(output_lens, output_len)
+    n = DEFAULT_PROMPTS if n is None else n
     seqs = None if a["max_num_seqs"] is None else int(check_positive(a["max_num_seqs"], "--max-num-seqs",
                                                                      limit=MAX_REQUESTS))
     batched = None if a["max_num_batched_tokens"] is None else parse_tokens(a["max_num_batched_tokens"],
@@ -121,6 +181,7 @@ def parse_and_run(a: dict) -> None:
                             ("--router", a["router"] != "round-robin"), ("--skip-bad", a["skip_bad"])):
             if given:
                 raise InputError(f"{flag}: only with --trace FILE")
+        trace = measured_trace
     from kvcalc.trace.replicas import check_replicas
 
     check_replicas(1, a["router"])  # the name (the replica count is --dp, checked above)
@@ -136,7 +197,8 @@ def parse_and_run(a: dict) -> None:
                      max_num_seqs=seqs, max_num_batched_tokens=batched, max_model_len=max_len,
                      prefix_caching=a["prefix_caching"], shared_prefix_tokens=shared_tokens,
                      shared_prefix_groups=groups, seed=seed, opts=opts, trace=trace, usd_per_gpu_hour=price,
-                     kv_compression=comp, router=a["router"], replica_of=replica_of, ep=ep)
+                     kv_compression=comp, router=a["router"], replica_of=replica_of, ep=ep, input_lens=input_lens,
+                     output_lens=output_lens, burstiness=burst, started=measured is not None)
     from kvcalc.serve.bench_report import bench_result
 
     from kvcalc.out import progress
@@ -146,10 +208,16 @@ def parse_and_run(a: dict) -> None:
             result = bench_result(spec, notes=tuple(n for n in (note, skipped) if n))
     except ValueError as e:  # the run cannot be served (a request larger than the pool)
         raise InputError(f"bench: {e}") from None
-    emit(result, a["fmt"], a["check"], a["explain"], block(result, conc, rate))
+    if measured is not None:
+        from kvcalc.serve.bench_measured import with_measured
+
+        result = with_measured(result, measured, took, a["trace"] is not None)
+    emit(result, a["fmt"], a["check"], a["explain"], block(result, conc, rate, measured))
 
 
-def block(result, conc, rate):
+def block(result, conc, rate, measured=None):
     from kvcalc.out.bench_block import vllm_block
 
-    return vllm_block(result.rows[0], conc, rate)
+    shown = None if measured is None else dict(measured.figures, max_concurrency=measured.max_concurrency,
+                                               request_rate=measured.request_rate)
+    return vllm_block(result.rows[0], conc, rate, shown)

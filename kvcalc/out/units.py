@@ -43,6 +43,8 @@ MAX_BENCH_PROMPTS = 10**6        # requests in one simulated kvcalc bench run (1
 MAX_REQUEST_RATE = 1e9          # requests per second (kvcalc bench --request-rate)
 MIN_REQUEST_RATE = 1e-6         # requests per second: one request per 11.6 days; plan splits it over replicas, and
 # a rate near the smallest float would underflow to 0 there
+MAX_BURSTINESS = 1e6            # vllm's --burstiness, the gamma shape of the arrivals (1 = Poisson; 1e6: even)
+MIN_BURSTINESS = 1e-3           # a shape near 0 makes gaps of 0 or of 1 / (rate x shape) seconds: absurd
 MAX_KV_COMPRESSION = 1e4        # kvcalc --kv-compression: the article's what-if factor
 MAX_REPLICAS = 1024              # replicas behind one router (kvcalc trace --replicas), each its own cache
 MAX_REQUESTS = 10**12            # requests in one workload or batch

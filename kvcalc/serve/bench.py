@@ -65,6 +65,8 @@ class BenchSpec:
     seed: int = 0
     opts: att.KvOptions = att.KvOptions()
     output_lens: Optional[tuple] = None   # measured per-request output lengths (early EOS), else output_len
+    input_lens: Optional[tuple] = None    # measured per-request prompt lengths (bench --measured), else input_len
+    burstiness: float = 1.0               # vllm's --burstiness: gamma inter-arrival times of shape B (1 = Poisson)
     trace: Optional[object] = None        # scheduler.Requests read from a trace
     router: str = "round-robin"           # how requests are spread over the dp replicas: least-loaded and prefix
                                           # route on the clock (serve/cluster.py) unless replica_of is given
@@ -83,8 +85,10 @@ class BenchSpec:
 
 
 def requests_of(spec: BenchSpec):
-    """The run's requests: random dataset (fixed lengths; Poisson arrivals with ``seed``, or all at t = 0; a
-    shared prefix of TOKENS before each prompt, one per group, as vllm's --random-prefix-len) or a trace."""
+    """The run's requests: random dataset (fixed lengths, or each request's from ``input_lens``/``output_lens``;
+    Poisson arrivals with ``seed``, gamma ones of shape ``burstiness`` and mean 1 / rate as vllm bench serve draws
+    them (``np.random.gamma(shape=burstiness, scale=1 / (rate x burstiness))``), or all at t = 0; a shared prefix of
+    TOKENS before each prompt, one per group, as vllm's --random-prefix-len) or a trace."""
     import numpy as np
 
     from kvcalc.serve.scheduler import Requests
@@ -95,9 +99,12 @@ def requests_of(spec: BenchSpec):
     if math.isinf(spec.request_rate):
         send = np.zeros(n)
     else:
-        gaps = np.random.default_rng(spec.seed).exponential(1.0 / spec.request_rate, n)
+        rng = np.random.default_rng(spec.seed)
+        gaps = (rng.exponential(1.0 / spec.request_rate, n) if spec.burstiness == 1 else
+                rng.gamma(spec.burstiness, 1.0 / (spec.request_rate * spec.burstiness), n))
         send = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
-    prompt = np.full(n, spec.input_len + spec.shared_prefix_tokens, dtype=np.int64)
+    prompt = (np.asarray(spec.input_lens, dtype=np.int64) if spec.input_lens is not None
+              else np.full(n, spec.input_len, dtype=np.int64)) + spec.shared_prefix_tokens
     output = (np.asarray(spec.output_lens, dtype=np.int64) if spec.output_lens is not None
               else np.full(n, spec.output_len, dtype=np.int64))
     keys, key_tokens = None, 16

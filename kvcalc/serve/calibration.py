@@ -104,13 +104,13 @@ def spec_of(row: MeasuredRow, cal=None):
     from kvcalc.model import catalog
     from kvcalc.model.weights_dtype import with_weights_dtype
     from kvcalc.serve.bench import BenchSpec
+    from kvcalc.serve.bench_measured import spread
 
     name, dtype = MODELS[row.model]
     hw_name = hardware_of(row.hardware)
     hw = catalog.load_hardware(hw_name)
     tp = int(re.search(r"tp(\d+)", row.raw["parallel"]).group(1))
-    base, extra = divmod(row.total_output_tokens, row.num_prompts)
-    outputs = tuple([base + 1] * extra + [base] * (row.num_prompts - extra))
+    outputs = tuple(spread(row.total_output_tokens, row.num_prompts).tolist())
     return BenchSpec(
         model_name=name, model=with_weights_dtype(catalog.load_model(name), dtype), hw_name=hw_name, hw=hw,
         link=catalog.load_link(hw.scaleup_link) if hw.scaleup_link else None,
