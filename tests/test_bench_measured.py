@@ -286,3 +286,40 @@ def test_a_calibration_runs_block_gives_the_calibrations_prediction(fixture, row
         assert got[key] == pytest.approx(want[key], rel=0.01), key
         # and its error is the calibration table's (docs/serving-model.md), to the same 1%
         assert got[f"error_{key}"] == pytest.approx(want[key] / measured.measured[key] - 1, abs=0.01), key
+
+
+def test_sglang_bench_servings_block_is_read_too():
+    # SGLang's client prints its settings inside the block ("Traffic request rate", "Max request concurrency: not
+    # set"), E2E Latency for vLLM's E2EL, and lines kvcalc does not compare (retokenized tokens, Concurrency, Max ITL)
+    run = read_measured(str(MEASURED / "sglang-deepseek-v3.2-exp-random-1024.txt"))
+    assert run.request_rate == math.inf and run.max_concurrency is None
+    f = run.figures
+    assert (f["completed"], f["total_input_tokens"], f["total_output_tokens"]) == (500, 253_168, 131_674)
+    assert (f["mean_e2el_ms"], f["median_e2el_ms"], f["p90_e2el_ms"], f["p99_e2el_ms"]) == (
+        63957.86, 64404.77, 108928.34, 118216.62)
+    assert (f["p95_itl_ms"], f["p99_itl_ms"], f["total_token_throughput"]) == (121.57, 160.03, 3194.21)
+    assert "max_itl_ms" not in f and "max_concurrent_requests" in f
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"request_rate": "trace"}, "sent its requests at a trace's timestamps"),
+])
+def test_sglang_names_in_a_saved_result(changes, message):
+    with pytest.raises(InputError) as e:
+        parse_json(_detailed(**changes), "s.json")
+    assert message in str(e.value)
+    run = parse_json(_detailed(mean_e2e_latency_ms=123.0, p99_e2e_latency_ms=456.0), "s.json")
+    assert run.figures["mean_e2el_ms"] == 123.0 and run.figures["p99_e2el_ms"] == 456.0
+
+
+def test_a_jsonl_of_several_runs_is_refused():
+    with pytest.raises(InputError) as e:
+        parse_json(_detailed() + "\n" + _detailed() + "\n", "runs.jsonl")
+    assert "2 JSON lines" in str(e.value)
+
+
+def test_the_client_is_named():
+    assert read_measured(str(MEASURED / "sglang-deepseek-v3.2-exp-random-1024.txt")).client == "sglang.bench_serving"
+    assert read_measured(str(BLOCK)).client == "vllm bench serve"
+    assert parse_json(_detailed(total_output_tokens_retokenized=59), "s.json").client == "sglang.bench_serving"
+    assert parse_json(_detailed(), "v.json").client == "vllm bench serve"

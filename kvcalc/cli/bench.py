@@ -44,7 +44,7 @@ def bench(
     block_tokens: Annotated[Optional[int], typer.Option("--block-tokens", help="tokens per hash id in the trace (default: the trace's own block_size (kv-cache-tester), else 512 as Mooncake)", show_default=False, rich_help_panel=C)] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="with --trace: leave out bad lines (malformed, or a failed request of 0 tokens) and count them in a note, instead of refusing the trace", rich_help_panel=C)] = False,
     seed: Annotated[int, typer.Option("--seed", help="seed of the Poisson arrivals", rich_help_panel=C)] = 0,
-    measured: Annotated[Optional[str], typer.Option("--measured", help="a measured run to hold kvcalc against: what vllm bench serve printed (its result block, in a log or alone) or saved (--save-result JSON; --save-detailed adds each request's lengths); its requests, lengths, rate and concurrency fill the options not given, and its figures are shown beside kvcalc's with the error of each", show_default=False, rich_help_panel=C)] = None,
+    measured: Annotated[Optional[str], typer.Option("--measured", help="a measured run to hold kvcalc against: what vllm bench serve (or SGLang's bench_serving) printed (its result block, in a log or alone) or saved (--save-result JSON; --save-detailed adds each request's lengths); its requests, lengths, rate and concurrency fill the options not given, and its figures are shown beside kvcalc's with the error of each", show_default=False, rich_help_panel=C)] = None,
     fmt: FormatOpt = "table", check: CheckOpt = None, explain: ExplainOpt = False,
 ):
     """Predict what `vllm bench serve` prints: TTFT, TPOT, ITL, throughput, GPU-seconds and $ per M tokens.

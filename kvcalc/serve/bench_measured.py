@@ -113,10 +113,10 @@ def comparison(row: dict, run) -> tuple[list[dict], dict, list[str]]:
 
 def source_note(run, took: list[str]) -> str:
     """Where the measured figures came from and what kvcalc took from them."""
-    form = ("vllm bench serve's printed result" if run.form == "block" else
-            "vllm bench serve's saved result" + (" (--save-detailed: each request's lengths"
-                                                 + (" and send time" if run.start_s is not None else "") + ")"
-                                                 if run.detailed else ""))
+    form = (f"{run.client}'s printed result" if run.form == "block" else
+            f"{run.client}'s saved result" + (" (per request: lengths" + (" and send times" if run.start_s is not
+                                                                          None else "") + ")" if run.detailed
+                                               else ""))
     failed = run.figures.get("failed")
     lost = f"; its {failed:,} failed requests are left out, as vLLM leaves them out" if failed else ""
     model = f" ({run.model_id})" if run.model_id else ""

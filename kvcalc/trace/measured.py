@@ -1,4 +1,5 @@
-"""A measured ``vllm bench serve`` run, read from what it printed or saved (``kvcalc bench --measured FILE``).
+"""A measured ``vllm bench serve`` run, read from what it printed or saved (``kvcalc bench --measured FILE``);
+SGLang's ``python -m sglang.bench_serving`` too, whose block and JSON differ in a few names (below).
 
 Two forms, told apart by the first non-blank character (``{`` = JSON):
 
@@ -9,7 +10,9 @@ Two forms, told apart by the first non-blank character (``{`` = JSON):
   one was set; where the block has neither (the older script prints no rate in it), the lines vLLM prints as the
   run starts, before the block, say them ("Traffic request rate: 10.0", "Maximum request concurrency: None"), and
   "Burstiness factor: B" too; none of them at all = inf, no cap. 0.11's "Total Token throughput" and later
-  "Total token throughput" are both read.
+  "Total token throughput" are both read. SGLang's block has "Traffic request rate" and "Max request
+  concurrency" ("not set" = no cap) inside it and "Mean E2E Latency (ms)" for vLLM's "Mean E2EL (ms)"; its JSON
+  (``--output-file``, a JSONL of one line a run: give one line) names that ``mean_e2e_latency_ms``.
 - the JSON it saves with ``--save-result`` (``--save-detailed`` adds each request's ``input_lens``,
   ``output_lens`` and ``errors``, and later versions its ``start_times``): the saved-result names (``completed``,
   ``total_input_tokens``, ``mean_ttft_ms``, ``p99_itl_ms``, ...) and the run's ``num_prompts``, ``request_rate``
@@ -45,11 +48,15 @@ LABELS = {
     "Peak concurrent requests": "max_concurrent_requests",
     "Total Token throughput (tok/s)": "total_token_throughput",  # vLLM <= 0.11
     "Total token throughput (tok/s)": "total_token_throughput",
+    # SGLang's python -m sglang.bench_serving prints its run's settings inside the block
+    "Traffic request rate": "request_rate", "Max request concurrency": "max_concurrency",
 }
+VLLM, SGLANG = "vllm bench serve", "sglang.bench_serving"
+SGLANG_ONLY = ("Backend", "Traffic request rate", "Max request concurrency", "Total generated tokens (retokenized)")
 COUNTS = ("completed", "failed", "max_concurrency", "total_input_tokens", "total_output_tokens", "num_prompts")
-_STAT = re.compile(r"^(Mean|Median|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL) \(ms\)$")
-_STAT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
-_LINE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 ().,/%-]*?):\s+(\S+)\s*$")
+_STAT = re.compile(r"^(Mean|Median|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL|E2E Latency) \(ms\)$")
+_STAT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e2e_latency)_ms$")
+_LINE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 ().,/%-]*?):\s+(\S.*?)\s*$")
 # printed as the run starts ("Traffic request rate: inf", "Burstiness factor: 1.0 (Poisson process)", "Maximum
 # request concurrency: None"), before the block: the older benchmark_serving.py's block has no configured rate
 _BEFORE = {"request_rate": re.compile(r"^\s*Traffic request rate:\s*(\S+)\s*$"),
@@ -80,6 +87,7 @@ class MeasuredRun:
     output_lens: tuple | None = None
     start_s: tuple | None = None
     ramp_up: str | None = None
+    client: str = "vllm bench serve"   # or "sglang.bench_serving", told by the lines or keys only it writes
 
     @property
     def detailed(self) -> bool:
@@ -122,7 +130,7 @@ def parse_block(text: str, ref: str = "result") -> MeasuredRun:
         raise InputError(f"{ref}: {len(starts)} '{TITLE}' blocks (lines {shown}); give a file with one run")
     start = starts[0]
     figures: dict = {}
-    end = None
+    end, sglang = None, False
     for i in range(start + 1, len(lines)):
         stripped = lines[i].strip()
         if stripped and set(stripped) == {"="}:
@@ -135,24 +143,39 @@ def parse_block(text: str, ref: str = "result") -> MeasuredRun:
             raise InputError(f"{ref}: line {i + 1}: not a 'name: value' line of the result block: "
                              f"{stripped[:60]!r}")
         label, value = m.group(1).strip(), m.group(2)
+        sglang = sglang or label in SGLANG_ONLY
         key = LABELS.get(label)
         stat = _STAT.match(label)
         if stat:
             kind = stat.group(1).lower() if stat.group(2) is None else f"p{stat.group(2)}"
-            key = f"{kind}_{stat.group(3).lower()}_ms"
+            key = f"{kind}_{'e2el' if stat.group(3) == 'E2E Latency' else stat.group(3).lower()}_ms"
         if key is None:
-            continue  # a line kvcalc does not compare (RTFx, probe requests, client queue time, ...)
+            continue  # a line kvcalc does not compare (RTFx, probe requests, client queue time, backend, ...)
         if key in figures:
             raise InputError(f"{ref}: line {i + 1}: {label!r} given twice")
-        figures[key] = _number(value, f"{ref}: line {i + 1} ({label})", key in COUNTS)
+        what = f"{ref}: line {i + 1} ({label})"
+        if key == "max_concurrency" and value == "not set":  # SGLang's word for no cap
+            figures[key] = None
+        elif key == "request_rate" and value.lower() in ("inf", "trace"):
+            figures[key] = _rate_word(value, what)
+        else:
+            figures[key] = _number(value, what, key in COUNTS)
     if end is None:
         raise InputError(f"{ref}: the result block of line {start + 1} has no closing '=====' line (truncated?)")
     before = _before(lines[:start], ref)  # the lines vLLM prints as the run starts, the last of each kind
     burst = before.get("burstiness")
-    rate = figures.pop("request_rate", before.get("request_rate", math.inf))
-    conc = figures.pop("max_concurrency", before.get("max_concurrency"))
+    rate = figures.pop("request_rate") if "request_rate" in figures else before.get("request_rate", math.inf)
+    conc = figures.pop("max_concurrency") if "max_concurrency" in figures else before.get("max_concurrency")
     return _checked(MeasuredRun(ref, "block", f"the block of line {start + 1}", figures, rate, burst, conc, None,
-                                None))
+                                None, client=SGLANG if sglang else VLLM))
+
+
+def _rate_word(text: str, what: str) -> float:
+    """'inf' -> inf; 'trace' (SGLang replaying a trace's timestamps) -> InputError: give the trace instead."""
+    if text.lower() == "inf":
+        return math.inf
+    raise InputError(f"{what}: the run sent its requests at a trace's timestamps; give that trace with --trace "
+                     "(the file's figures are still compared)")
 
 
 def _before(lines: list, ref: str) -> dict:
@@ -178,6 +201,9 @@ def parse_json(text: str, ref: str = "result") -> MeasuredRun:
     """A result saved by ``vllm bench serve --save-result`` (``--save-detailed`` for per-request lengths)."""
     import msgspec
 
+    runs = sum(1 for line in text.splitlines() if line.lstrip().startswith("{"))
+    if runs > 1 and text.count("\n{") + 1 >= runs:  # a JSONL file: SGLang's bench_serving appends a line a run
+        raise InputError(f"{ref}: {runs} JSON lines (one saved result each); give a file with one run")
     try:
         raw = msgspec.json.decode(text, type=dict[str, msgspec.Raw])
     except RecursionError:
@@ -185,7 +211,10 @@ def parse_json(text: str, ref: str = "result") -> MeasuredRun:
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise InputError(f"{ref}: not a saved vllm bench result (a JSON object): {str(e)[:100]}") from None
     doc = {}
+    sglang = "total_output_tokens_retokenized" in raw or any("_e2e_latency_" in k for k in raw)
     for key, value in raw.items():
+        if _STAT_KEY.match(key):
+            key = key.replace("_e2e_latency_", "_e2el_")  # SGLang's bench_serving names it so
         if key in JSON_KEYS or _STAT_KEY.match(key):
             try:
                 doc[key] = msgspec.json.decode(value)
@@ -198,8 +227,8 @@ def parse_json(text: str, ref: str = "result") -> MeasuredRun:
             continue
         figures[key] = _value(value, f"{ref}: key {key!r}", key in COUNTS)
     rate = doc.get("request_rate")
-    if isinstance(rate, str) and rate.strip().lower() == "inf":
-        rate = math.inf
+    if isinstance(rate, str) and rate.strip().lower() in ("inf", "trace"):
+        rate = _rate_word(rate.strip(), f"{ref}: key 'request_rate'")
     elif rate is not None:
         rate = _value(rate, f"{ref}: key 'request_rate'", False)
     conc, n, burst = (None if doc.get(k) is None else _value(doc[k], f"{ref}: key {k!r}", k in COUNTS)
@@ -209,7 +238,7 @@ def parse_json(text: str, ref: str = "result") -> MeasuredRun:
     lens = _detailed(doc, ref, figures)
     return _checked(MeasuredRun(ref, "json", "JSON", figures, rate, burst, conc, n,
                                 model if isinstance(model, str) else None, *lens,
-                                ramp_up=ramp if isinstance(ramp, str) else None))
+                                ramp_up=ramp if isinstance(ramp, str) else None, client=SGLANG if sglang else VLLM))
 
 
 def _value(value, what: str, count: bool):
