@@ -323,3 +323,30 @@ def test_the_client_is_named():
     assert read_measured(str(BLOCK)).client == "vllm bench serve"
     assert parse_json(_detailed(total_output_tokens_retokenized=59), "s.json").client == "sglang.bench_serving"
     assert parse_json(_detailed(), "v.json").client == "vllm bench serve"
+
+
+def test_the_ttft_split_adds_up_and_one_request_pays_the_front_ends_cost():
+    from kvcalc.model import catalog
+    from kvcalc.serve.bench import BenchSpec
+    from kvcalc.serve.bench_report import bench_result
+    from kvcalc.serve.calibration import calibration_for
+
+    cal = calibration_for("h100-sxm")[0]
+    hw = catalog.load_hardware("h100-sxm")
+    base = dict(model_name="qwen3-8b", model=catalog.load_model("qwen3-8b"), hw_name="h100-sxm", hw=hw, link=None,
+                cal=cal, cal_name="h100-sxm", input_len=1000, output_len=20)
+    # one request: it reaches the engine after the front end's cost, 3,105 us + 21.1 ns x 1,000 tokens = 3.1261 ms
+    one = bench_result(BenchSpec(**base, num_prompts=1)).rows[0]
+    assert one["mean_ttft_frontend_ms"] == pytest.approx(
+        (cal.frontend_us_per_request * 1e-3 + cal.frontend_ns_per_input_token * 1000 * 1e-6), rel=1e-12)
+    assert one["mean_ttft_frontend_ms"] == pytest.approx(3.1261, rel=1e-3)
+    for extra in ({"num_prompts": 200}, {"num_prompts": 60, "max_concurrency": 4}, {"num_prompts": 60, "dp": 2},
+                  {"num_prompts": 60, "engine": "sglang"}, {"num_prompts": 60, "engine": "trtllm"},
+                  {"num_prompts": 60, "request_rate": 5.0}):
+        row = bench_result(BenchSpec(**base, **extra)).rows[0]
+        assert row["mean_ttft_frontend_ms"] + row["mean_ttft_engine_ms"] == pytest.approx(row["mean_ttft_ms"],
+                                                                                          rel=1e-9), extra
+        assert row["mean_ttft_frontend_ms"] > 0 and row["mean_ttft_engine_ms"] > 0, extra
+    # a burst queues at the serial front end: the 200th request waits for the 199 before it
+    burst = bench_result(BenchSpec(**base, num_prompts=200)).rows[0]
+    assert burst["mean_ttft_frontend_ms"] > 50 * one["mean_ttft_frontend_ms"]

@@ -352,4 +352,17 @@ def metrics(runs, spec: BenchSpec) -> dict:
         "preemptions": sum(r.preemptions for r in runs), "steps": sum(r.steps for r in runs),
         "cached_tokens": sum(r.cached_tokens for r in runs),
         "peak_running": max(r.peak_running for r in runs),
-    }
+    } | _ttft_split(runs, send, first)
+
+
+def _ttft_split(runs, send, first) -> dict:
+    """The mean TTFT [ms] split where the runs kept when each request reached the engine: in the front end
+    (its serial queue and cost per request, from the send) and in the engine (waiting for the pool or the token
+    budget, then prefill, to the first token); empty where they did not (a disaggregated run)."""
+    import numpy as np
+
+    if any(r.engine_s is None for r in runs) or not len(send):
+        return {}
+    engine = np.concatenate([r.engine_s for r in runs])
+    return {"mean_ttft_frontend_ms": float((engine - send).mean()) * 1e3,
+            "mean_ttft_engine_ms": float((first - engine).mean()) * 1e3}

@@ -108,6 +108,11 @@ def comparison(row: dict, run) -> tuple[list[dict], dict, list[str]]:
     if worst:
         notes.append(f"measured vs kvcalc: error = kvcalc / measured - 1; the largest is {worst[1]:+.1%} on "
                      f"{worst[0]}")
+    if "mean_ttft_frontend_ms" in row and "mean_ttft_ms" in run.figures:
+        notes.append(f"kvcalc's mean TTFT {row['mean_ttft_ms']:,.2f} ms (measured {run.figures['mean_ttft_ms']:,.2f}) "
+                     f"= {row['mean_ttft_frontend_ms']:,.2f} ms in the API server's front end (its serial queue and "
+                     f"calibrated cost per request and prompt token) + {row['mean_ttft_engine_ms']:,.2f} ms in the "
+                     "engine (waiting for the KV pool or the token budget, then prefill, to the first token)")
     return rows, extra, notes
 
 

@@ -73,7 +73,8 @@ def bench_result(spec: BenchSpec, notes: tuple = ()) -> Result:
               "compute_dtype": sm.math_dtype, "router": spec.router, "expert_parallel": spec.ep,
               "ep": spec.gpus if spec.ep else 1, "attention": "dp" if spec.ep and spec.dp > 1 else "tp"}
     main_row = {c.key: row[c.key] for c in COLUMNS}
-    main_row |= {k: row[k] for k in ("preemptions", "steps", "cached_tokens", "peak_running", "failed")}
+    main_row |= {k: row[k] for k in ("preemptions", "steps", "cached_tokens", "peak_running", "failed",
+                                     "mean_ttft_frontend_ms", "mean_ttft_engine_ms") if k in row}
     plural = "s" if spec.dp > 1 else ""
     refused = ([f"{row['failed']:,} trace requests longer than max_model_len "
                 f"({spec.max_model_len or spec.model.max_context_tokens:,} tokens) are refused, as vLLM's server "

@@ -113,6 +113,8 @@ class Replica:
         run.send_s, run.first_s, run.done_s = (np.array(self.send, dtype=float), np.array(self.first, dtype=float),
                                                np.array(self.done, dtype=float))
         run.output, run.prompt = np.array(self.output, dtype=np.int64), np.array(self.prompt, dtype=np.int64)
+        run.engine_s = np.array(self.engine, dtype=float) if len(self.engine) == len(self.send) else None  # in
+        # send order, which is the requests' order (the client releases them first come first served)
         shared_s, shared_n, odd = self._gaps
         run.gap_s = np.array(shared_s + odd, dtype=float)
         run.gap_n = np.array(shared_n + [1] * len(odd), dtype=np.int64)

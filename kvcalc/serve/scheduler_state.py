@@ -114,6 +114,7 @@ class Run:
     notes: list = field(default_factory=list)
     gap_s: object = None          # the gaps between successive output tokens, pooled over requests [s] ...
     gap_n: object = None          # ... and how many tokens had each (vLLM's ITL list, compressed)
+    engine_s: object = None       # when each request reached the engine, out of the front end [s] (None: not kept)
 
 
 class _State:
@@ -168,7 +169,7 @@ def begin_run(pool: Pool, req: Requests, sch: Scheduling):
     """(state, Run) of a run with its first requests sent (up to the client's cap); a pool that cannot hold the
     run's largest request is refused (ValueError)."""
     st = _State(req, sch)
-    run = Run(st.send, st.first, st.done, st.output, st.prompt)
+    run = Run(st.send, st.first, st.done, st.output, st.prompt, engine_s=st.engine)
     if st.n == 0:
         return st, run
     for i in range(min(sch.max_concurrency or st.n, st.n)):
