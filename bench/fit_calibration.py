@@ -34,7 +34,10 @@ ENGINE_PARAMS = {"vllm": ("vllm_step_us",), "vllm-async": ("vllm_async_step_us",
                  "trtllm": ("trtllm_step_us",)}
 SHARED = ("matmul_efficiency_max", "matmul_half_tokens", "matmul_half_width", "attention_efficiency",
           "dequant_matmul_efficiency", "hbm_efficiency", "per_sequence_us",
-          "frontend_us_per_request", "frontend_ns_per_input_token", "kernel_us", "triton_attention_efficiency")
+          "frontend_us_per_request", "frontend_ns_per_input_token", "kernel_us", "triton_attention_efficiency",
+          "fp8_matmul_efficiency")
+OPTIONAL_START = {"triton_attention_efficiency": "attention_efficiency",  # an optional figure the preset leaves
+                  "fp8_matmul_efficiency": "matmul_efficiency_max"}       # to another starts at that one's value
 
 
 def objective(cal, rows, specs=None, stop=math.inf):
@@ -83,6 +86,9 @@ BOUNDS = {
     # vLLM's Triton attention (gpt-oss's sinks below Hopper): at most FlashAttention's ceiling; the floor a stated
     # choice, a third of attention_efficiency's (a portable Triton kernel, no FlashAttention-specific tiling)
     "triton_attention_efficiency": (0.1, 0.75),
+    # block-scaled FP8 GEMMs, a share of the FP8 peak: matmul_efficiency_max's bounds (DeepGEMM's FP8 kernel on H800
+    # reaches 78% of the FP8 dense peak; 15% the production floor)
+    "fp8_matmul_efficiency": (0.15, 0.78),
     # FlashMLA decode 3,000 GB/s = ~90% of HBM bandwidth is the measured best; the floor is a choice, not a
     # measurement: 15 points below it for a step's smaller, mixed reads (weights, experts, KV pages)
     "hbm_efficiency": (0.75, 0.9),
@@ -168,6 +174,8 @@ def main() -> int:
     rows = [r for r in c.read_rows(a.csv) if c.hardware_of(r.hardware) == a.hardware]
     engines = {engine_key(c.ENGINES[r.engine], "--async-scheduling" in r.flags) for r in rows}
     params = list(SHARED) + [p for e in sorted(engines) for p in ENGINE_PARAMS[e]]
+    if not catalog.load_hardware(a.hardware).fp8_dense_tflops:  # no FP8 math: no row could pin the FP8 figure
+        params.remove("fp8_matmul_efficiency")
     only = [n for n in a.only.split(",") if n]
     if any(n not in params for n in only):
         ap.error(f"--only: not a fitted parameter on {a.hardware}: {[n for n in only if n not in params]}")
@@ -177,8 +185,8 @@ def main() -> int:
         params = only
     for name in params:  # the start: the committed preset inside the bounds
         value = getattr(cal, name)
-        if value is None:  # an optional figure the preset leaves to another (triton_attention_efficiency)
-            value = cal.attention_efficiency
+        if value is None:  # an optional figure the preset leaves to another (OPTIONAL_START)
+            value = getattr(cal, OPTIONAL_START[name])
         if value == 0 and name in BOUNDS and BOUNDS[name][1] > 0:
             value = BOUNDS[name][1] / 2  # a log-space step cannot move a zero: a new term starts mid-range
         cal = _set(cal, name, value)
@@ -234,7 +242,7 @@ def write(hw: str, cal, params, rows, text: str) -> None:
               "dequant_matmul_efficiency", "hbm_efficiency", "per_sequence_us", "vllm_step_us",
               "vllm_async_step_us", "sglang_step_us", "trtllm_step_us", "frontend_us_per_request",
               "frontend_ns_per_input_token", "vllm_default_max_num_batched_tokens", "vllm_default_max_num_seqs",
-              "kernel_us") + (("triton_attention_efficiency",) if cal.triton_attention_efficiency is not None else ())
+              "kernel_us") + tuple(n for n in OPTIONAL_START if getattr(cal, n) is not None)
     for name in fields:
         v = getattr(cal, name)
         if name in unfitted:

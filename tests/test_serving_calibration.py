@@ -97,8 +97,9 @@ def test_the_committed_calibration_is_inside_the_physical_bounds(hw):
     fit = _fit_script()
     cal = catalog.load("calibration", hw)
     for name, (lo, hi) in fit.BOUNDS.items():
-        if getattr(cal, name) is None:  # an optional figure left to another: H100 runs no attention on Triton
-            assert name == "triton_attention_efficiency"
+        if getattr(cal, name) is None:  # an optional figure left to another: H100 runs no attention on Triton,
+            # A100 has no FP8 math (its FP8 weights run W8A16)
+            assert (name, hw) in (("triton_attention_efficiency", "h100-sxm"), ("fp8_matmul_efficiency", "a100-80g"))
             continue
         assert lo <= getattr(cal, name) <= hi, (name, getattr(cal, name))
     rows = [r for r in c.read_rows(ROWS_CSV) if c.hardware_of(r.hardware) == hw]

@@ -41,9 +41,10 @@ def test_the_parts_sum_to_compute_s(name, hw, tp, dtype):
 
 
 def test_each_part_by_hand_deepseek_v3_tp8_h200():
-    # a flat efficiency (half points 0: eff(n) = 0.25 for every GEMM, no width penalty) and attention at 50%
-    sm = _sm("deepseek-v3", "h200-sxm", 8, matmul_efficiency_max=0.25, matmul_half_tokens=0, matmul_half_width=0,
-             attention_efficiency=0.5)
+    # a flat efficiency (half points 0: eff(n) = 0.25 for every GEMM, no width penalty; DeepSeek's FP8 weights run
+    # FP8 math on Hopper, so it is the FP8 figure that applies) and attention at 50%
+    sm = _sm("deepseek-v3", "h200-sxm", 8, matmul_efficiency_max=0.9, fp8_matmul_efficiency=0.25,
+             matmul_half_tokens=0, matmul_half_width=0, attention_efficiency=0.5)
     p = sm.compute_parts(8192.0, 1.0, 1e15)
     peak = 8 * 1978.9e12  # 8 GPUs x the H200's dense FP8 peak (DeepSeek's FP8 weights run FP8 math on Hopper)
     # routed experts: 653,908,770,816 params (256 x 58 x 3 x 7,168 x 2,048) x 8 / 256 = 20,434,649,088 active;
@@ -56,6 +57,23 @@ def test_each_part_by_hand_deepseek_v3_tp8_h200():
     assert p["head_s"] == pytest.approx(2 * 926_679_040 * 1 / 0.25 / peak, rel=1e-9)          # one token sampled
     # attention: 1e15 FLOP over 8 GPUs x the BF16 peak 989.4 TFLOP/s x 0.5 = 252.68 ms
     assert p["attention_s"] == pytest.approx(1e15 / (8 * 989.4e12 * 0.5), rel=1e-12)
+
+
+def test_fp8_math_takes_the_fp8_efficiency_and_bf16_math_the_other():
+    # the H100 calibration's FP8 figure (0.2242 of the FP8 peak) against its BF16 one (0.2577 of the BF16 peak):
+    # an FP8 model's routed experts take 0.2577 / 0.2242 = 1.149x the time they take without the FP8 figure
+    from kvcalc.serve.step_time import matmul_efficiency
+
+    cal = calibration_for("h100-sxm")[0]
+    assert matmul_efficiency(cal, "fp8") == cal.fp8_matmul_efficiency == 0.2242
+    assert matmul_efficiency(cal, "bf16") == cal.matmul_efficiency_max == 0.2577
+    with_fp8 = _sm("qwen3-235b-a22b", "h100-sxm", 4, "fp8").compute_parts(8192.0, 1.0, 0.0)
+    without = _sm("qwen3-235b-a22b", "h100-sxm", 4, "fp8", fp8_matmul_efficiency=None).compute_parts(8192.0, 1.0, 0.0)
+    assert with_fp8["experts_s"] / without["experts_s"] == pytest.approx(0.2577 / 0.2242, rel=1e-12)
+    # a BF16 model on the same GPU does not see it
+    bf16 = _sm("qwen3-235b-a22b", "h100-sxm", 8)
+    assert bf16.eff_max == 0.2577 and bf16.math_dtype == "bf16"
+    assert calibration_for("a100-80g")[0].fp8_matmul_efficiency is None  # A100: no FP8 math, W8A16
 
 
 def test_explain_prints_the_parts():

@@ -59,6 +59,10 @@ class CalibrationPreset:
     FlashAttention: attention sinks (gpt-oss) below Hopper, FlashAttention 3 being Hopper-only (vLLM's gpt-oss
     recipe: "GPT-OSS works on Ampere devices by default, using the TRITON_ATTN attention backend"); absent = the
     GPU's attention_efficiency"""
+    fp8_matmul_efficiency: Optional[Fraction] = None
+    """share of the FP8 tensor peak a large matmul reaches where the GPU computes a model's weights in FP8
+    (block-scaled FP8 GEMMs: per-block scales, the activations quantised first), in place of matmul_efficiency_max;
+    absent = matmul_efficiency_max"""
     kernel_us: Annotated[float, Bounds(ge=0, le=1e3)] = 0.0
     """the fixed time of one GPU kernel of a step beyond its FLOPs and bytes (launch, ramp, tail, under CUDA
     graphs), paid by each of a layer's kernels every step (kvcalc/serve/kernel_count.py kernels_per_layer) and by

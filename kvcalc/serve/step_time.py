@@ -420,7 +420,7 @@ def step_model(model: ModelPreset, hw: HardwarePreset, link: LinkPreset | None, 
         hidden=model.hidden_size or 0,
         link_latency_s=(link.latency_s if link else 0.0) + kernel_s,
         link_bytes_per_s=link.bandwidth_bytes_per_s() if link else 1.0,
-        eff_max=cal.matmul_efficiency_max, half_tokens=float(cal.matmul_half_tokens), hbm_eff=cal.hbm_efficiency,
+        eff_max=matmul_efficiency(cal, math), half_tokens=float(cal.matmul_half_tokens), hbm_eff=cal.hbm_efficiency,
         step_overhead_s=units.us_to_s(overhead_us) + floor_s, per_sequence_s=units.us_to_s(cal.per_sequence_us),
         math_dtype=math, attn_eff=attention_efficiency(model, hw, cal, engine), dense_width=width(dense_n),
         expert_width=width(expert_n),
@@ -447,6 +447,15 @@ def cuda_graph_batches(engine: str, hw: HardwarePreset, tp: int) -> dict:
     if engine == "trtllm":
         return {"graph_max_bs": max(TRTLLM_GRAPH_SIZES), "graph_exact": TRTLLM_GRAPH_SIZES}
     return {}
+
+
+def matmul_efficiency(cal: CalibrationPreset, math_dtype: str) -> float:
+    """The share of the peak of ``math_dtype`` a large matmul reaches: the calibration's FP8 figure where the
+    weights run FP8 math and the calibration has one (``fp8_matmul_efficiency``), else matmul_efficiency_max
+    [0..1]."""
+    if math_dtype == "fp8" and cal.fp8_matmul_efficiency is not None:
+        return cal.fp8_matmul_efficiency
+    return cal.matmul_efficiency_max
 
 
 def attention_efficiency(model: ModelPreset, hw: HardwarePreset, cal: CalibrationPreset, engine: str) -> float:
