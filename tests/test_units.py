@@ -73,3 +73,9 @@ def test_s_to_ms_and_back():
     # 0.0895 s = 89.5 ms (the routed experts' prefill term the per-op table prints); ms_to_s undoes it
     assert units.s_to_ms(0.0895) == pytest.approx(89.5, rel=1e-12)
     assert units.ms_to_s(units.s_to_ms(2.5)) == 2.5
+
+
+def test_fmt_error_is_signed_with_one_decimal():
+    # bench --measured's error, kvcalc / measured - 1: 175.93 s against 166.04 s is +5.96% -> "+6.0%"
+    assert units.fmt_error(175.93 / 166.04 - 1) == "+6.0%"
+    assert units.fmt_error(19.86 / 59.01 - 1) == "-66.3%" and units.fmt_error(0.0) == "+0.0%"

@@ -1,7 +1,6 @@
 """``kvcalc bench``'s options -> a BenchSpec (validation and loading only; the arithmetic is in serve/)."""
 
 import math
-import sys
 
 DEFAULT_INPUT, DEFAULT_OUTPUT, DEFAULT_PROMPTS = "1024", "128", 1000  # vllm bench serve's --random-input-len,
 # --random-output-len and --num-prompts defaults
@@ -44,6 +43,7 @@ def _shared(text, input_len: int):
 def _measured(a: dict, n, rate, burst, conc):
     """``--measured FILE``: the run, and the options it fills where no flag is given -> (run, n, rate, burst,
     conc, input_lens, output_lens, trace of its send times or None, what was taken from it)."""
+    from kvcalc.out import units
     from kvcalc.out.errors import InputError
     from kvcalc.out.units import (MAX_BENCH_PROMPTS, MAX_BURSTINESS, MAX_REQUEST_RATE, MAX_REQUESTS, MAX_TOKENS,
                                   MIN_BURSTINESS, MIN_REQUEST_RATE, check_positive)
@@ -59,7 +59,7 @@ def _measured(a: dict, n, rate, burst, conc):
     took, trace = [], None
     if n is None:
         n = count
-        took.append(f"{count:,} requests")
+        took.append(f"{units.fmt_count(count)} requests")
     if ins is not None:
         took.append("each request's prompt length" if run.detailed else "the prompt tokens")
     if outs is not None:
@@ -69,19 +69,19 @@ def _measured(a: dict, n, rate, burst, conc):
         if not math.isinf(rate):
             check_positive(rate, f"--measured {a['measured']}: request rate", limit=MAX_REQUEST_RATE,
                            minimum=MIN_REQUEST_RATE)
-        took.append(f"request rate {'inf' if math.isinf(rate) else f'{rate:g}/s'}")
+        took.append(f"request rate {'inf' if math.isinf(rate) else units.fmt_rate(rate, 'req/s')}")
         if a["burstiness"] is None and run.burstiness is not None and not math.isinf(rate):
             burst = check_positive(run.burstiness, f"--measured {a['measured']}: burstiness", limit=MAX_BURSTINESS,
                                    minimum=MIN_BURSTINESS)
-            took.append(f"burstiness {burst:g}")
+            took.append(f"burstiness {units.fmt_count(burst)}")
         if a["trace"] is None and ins is not None and outs is not None:
-            trace = bm.send_times(run)
+            trace = bm.send_times(run, ins, outs)
             if trace is not None:
                 took.append("each request's send time")
     if conc is None and run.max_concurrency is not None:
         conc = int(check_positive(run.max_concurrency, f"--measured {a['measured']}: max concurrency",
                                   limit=MAX_REQUESTS))
-        took.append(f"max concurrency {conc:,}")
+        took.append(f"max concurrency {units.fmt_count(conc)}")
     return run, n, rate, burst, conc, ins, outs, trace, took
 
 
@@ -91,8 +91,8 @@ def parse_and_run(a: dict) -> None:
     from kvcalc.cli.common import check_format, emit, kv_options, weights_dtype
     from kvcalc.model import catalog
     from kvcalc.out.errors import InputError
-    from kvcalc.out.units import (MAX_BURSTINESS, MAX_GPUS, MIN_BURSTINESS, MAX_REQUEST_RATE, MAX_REQUESTS, MAX_TOKENS,
-                                  MAX_USD_PER_GPU_HOUR, MIN_REQUEST_RATE, check_positive, parse_tokens)
+    from kvcalc.out.units import (MAX_BURSTINESS, MAX_GPUS, MAX_REQUESTS, MAX_TOKENS, MAX_USD_PER_GPU_HOUR,
+                                  MIN_BURSTINESS, check_positive, parse_tokens)
     from kvcalc.serve.bench import ENGINES, BenchSpec
     from kvcalc.serve.calibration import calibration_for
 

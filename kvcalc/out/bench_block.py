@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from kvcalc.out import units
+
 WIDTH = 50
 SETTINGS = ("max_concurrency", "request_rate")  # the run's settings: shown beside kvcalc's, no error
 
@@ -30,7 +32,7 @@ def vllm_block(row: dict, max_concurrency=None, request_rate: float = math.inf, 
         theirs = measured.get(key) if key else None
         if theirs is None:
             return ("{:<40} {:<10} ".format(name, "") + _value(value, digits)).rstrip()
-        error = f"{value / theirs - 1:+.1%}" if theirs and key not in SETTINGS else ""
+        error = units.fmt_error(value / theirs - 1) if theirs and key not in SETTINGS else ""
         return ("{:<40} ".format(name) + _value(theirs, digits) + " " + _value(value, digits) + " " + error).rstrip()
 
     out = [_title(" Serving Benchmark Result ", "=")]

@@ -397,6 +397,11 @@ def fmt_count(n: float) -> str:
     return f"{n:,.4g}"
 
 
+def fmt_error(x: float) -> str:
+    """A relative error (predicted / measured - 1) -> signed percent with one decimal: 0.0597 -> "+6.0%"."""
+    return f"{x:+.1%}"
+
+
 def fmt_percent(x: float) -> str:
     """A fraction -> percent text."""
     if x is None:

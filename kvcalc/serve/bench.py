@@ -363,6 +363,8 @@ def _ttft_split(runs, send, first) -> dict:
 
     if any(r.engine_s is None for r in runs) or not len(send):
         return {}
+    from kvcalc.out import units
+
     engine = np.concatenate([r.engine_s for r in runs])
-    return {"mean_ttft_frontend_ms": float((engine - send).mean()) * 1e3,
-            "mean_ttft_engine_ms": float((first - engine).mean()) * 1e3}
+    return {"mean_ttft_frontend_ms": units.s_to_ms(float((engine - send).mean())),
+            "mean_ttft_engine_ms": units.s_to_ms(float((first - engine).mean()))}

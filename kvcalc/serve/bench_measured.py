@@ -67,8 +67,9 @@ def measured_requests(run, n_given: int | None, input_given: bool, output_given:
     return count, ins, outs
 
 
-def send_times(run):
-    """scheduler.Requests of a detailed run that saved each request's send time (start_times), else None."""
+def send_times(run, ins, outs):
+    """scheduler.Requests of a detailed run that saved each request's send time (start_times), in send order, with
+    the lengths ``ins`` and ``outs`` (measured_requests'); None when it saved none."""
     if run.start_s is None:
         return None
     import numpy as np
@@ -76,8 +77,8 @@ def send_times(run):
     from kvcalc.serve.scheduler import Requests
 
     order = np.argsort(np.asarray(run.start_s), kind="stable")
-    pick = lambda xs: np.asarray([max(1, xs[i]) for i in order.tolist()], dtype=np.int64)  # noqa: E731
-    return Requests(np.asarray(run.start_s)[order], pick(run.input_lens), pick(run.output_lens), None, 16)
+    return Requests(np.asarray(run.start_s)[order], np.asarray(ins, dtype=np.int64)[order],
+                    np.asarray(outs, dtype=np.int64)[order], None, 16)
 
 
 def unit_of(key: str) -> str:
@@ -91,6 +92,8 @@ def unit_of(key: str) -> str:
 def comparison(row: dict, run) -> tuple[list[dict], dict, list[str]]:
     """(the comparison rows {figure, unit, kind, measured, predicted, error}, the main row's measured_* / error_* fields and
     max_abs_error, notes) of kvcalc's ``row`` against the measured ``run``."""
+    from kvcalc.out import units
+
     rows, extra, worst = [], {}, None
     for key in COMPARED:
         if key not in run.figures or row.get(key) is None:
@@ -106,12 +109,13 @@ def comparison(row: dict, run) -> tuple[list[dict], dict, list[str]]:
     extra["max_abs_error"] = abs(worst[1]) if worst else None
     notes = []
     if worst:
-        notes.append(f"measured vs kvcalc: error = kvcalc / measured - 1; the largest is {worst[1]:+.1%} on "
-                     f"{worst[0]}")
+        notes.append(f"measured vs kvcalc: error = kvcalc / measured - 1; the largest is {units.fmt_error(worst[1])} "
+                     f"on {worst[0]}")
     if "mean_ttft_frontend_ms" in row and "mean_ttft_ms" in run.figures:
-        notes.append(f"kvcalc's mean TTFT {row['mean_ttft_ms']:,.2f} ms (measured {run.figures['mean_ttft_ms']:,.2f}) "
-                     f"= {row['mean_ttft_frontend_ms']:,.2f} ms in the API server's front end (its serial queue and "
-                     f"calibrated cost per request and prompt token) + {row['mean_ttft_engine_ms']:,.2f} ms in the "
+        ms = lambda key, fig: units.fmt_ms(units.ms_to_s(fig[key]), ",.2f")  # noqa: E731
+        notes.append(f"kvcalc's mean TTFT {ms('mean_ttft_ms', row)} (measured {ms('mean_ttft_ms', run.figures)}) "
+                     f"= {ms('mean_ttft_frontend_ms', row)} in the API server's front end (its serial queue and "
+                     f"calibrated cost per request and prompt token) + {ms('mean_ttft_engine_ms', row)} in the "
                      "engine (waiting for the KV pool or the token budget, then prefill, to the first token)")
     return rows, extra, notes
 

@@ -62,8 +62,10 @@ _LINE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 ().,/%-]*?):\s+(\S.*?)\s*$")
 _BEFORE = {"request_rate": re.compile(r"^\s*Traffic request rate:\s*(\S+)\s*$"),
            "burstiness": re.compile(r"^\s*Burstiness factor:\s*(\S+)"),
            "max_concurrency": re.compile(r"^\s*Maximum request concurrency:\s*(\S+)\s*$")}
-JSON_KEYS = set(LABELS.values()) | {"num_prompts", "burstiness", "model_id", "ramp_up_strategy", "input_lens",
-                                    "output_lens", "errors", "start_times"}
+# a saved result's keys that describe the run, not a figure of it
+SETTINGS = ("num_prompts", "request_rate", "burstiness", "max_concurrency", "model_id", "ramp_up_strategy",
+            "input_lens", "output_lens", "errors", "start_times")
+JSON_KEYS = set(LABELS.values()) | set(SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -188,8 +190,8 @@ def _before(lines: list, ref: str) -> dict:
                 continue
             text = m.group(1)
             what = f"{ref}: line {i + 1} ({line.strip()[:40]})"
-            if key == "request_rate" and text.lower() == "inf":
-                out[key] = math.inf
+            if key == "request_rate" and text.lower() in ("inf", "trace"):
+                out[key] = _rate_word(text, what)
             elif key == "max_concurrency" and text == "None":
                 out.pop(key, None)
             else:
@@ -222,8 +224,7 @@ def parse_json(text: str, ref: str = "result") -> MeasuredRun:
                 raise InputError(f"{ref}: key {key!r}: not JSON we can read (nested too deeply?)") from None
     figures: dict = {}
     for key, value in doc.items():
-        if key in ("burstiness", "model_id", "ramp_up_strategy", "input_lens", "output_lens", "errors",
-                   "start_times", "request_rate", "max_concurrency", "num_prompts") or value is None:
+        if key in SETTINGS or value is None:
             continue
         figures[key] = _value(value, f"{ref}: key {key!r}", key in COUNTS)
     rate = doc.get("request_rate")
